@@ -1,0 +1,80 @@
+"""What every backend provides: static device info and two kinds of reads (fast and slow).
+
+A backend never raises from its read methods: a field it cannot read is ``None`` with the
+reason in the device's ``unavailable`` map, and a device that stopped answering has
+``status: "lost"``. The sampler decides when each read happens.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from ..fields import FAST_FIELDS, SLOW_FIELDS
+
+DeviceDict = dict[str, Any]
+
+OK = "ok"
+NO_GPU = "no_gpu"
+LOST = "lost"
+
+
+class Backend(ABC):
+    #: "nvml", "simulated" or "none" (no usable GPU backend)
+    name: str = "none"
+
+    def __init__(self) -> None:
+        self.status: str = OK
+        self.reason: str | None = None
+        self.system: dict[str, Any] = {"driver_version": None, "nvml_version": None, "cuda_driver_version": None}
+
+    @abstractmethod
+    def open(self) -> None:
+        """Find the devices; idempotent. Sets ``status``/``reason`` instead of raising."""
+
+    @abstractmethod
+    def device_info(self) -> list[DeviceDict]:
+        """Static facts per device (the spec card)."""
+
+    @abstractmethod
+    def read_fast(self, t: float) -> list[DeviceDict]:
+        """One dict per device: identity, status, the FAST fields and ``unavailable``."""
+
+    @abstractmethod
+    def read_slow(self, t: float) -> list[DeviceDict]:
+        """One dict per device: ``index``, the SLOW fields and ``unavailable``."""
+
+    def close(self) -> None:
+        """Release what open() took."""
+
+
+def null_fields(names: tuple[str, ...], reason: str) -> tuple[dict[str, None], dict[str, str]]:
+    """Every named field null, each with the same reason."""
+    return dict.fromkeys(names), dict.fromkeys(names, reason)
+
+
+def lost_device(index: int, uuid: str | None, name: str | None, reason: str) -> DeviceDict:
+    values, unavailable = null_fields(FAST_FIELDS + SLOW_FIELDS, reason)
+    return {"index": index, "uuid": uuid, "name": name, "status": LOST, **values, "unavailable": unavailable}
+
+
+class NoGpuBackend(Backend):
+    """The state when no GPU backend can run: no devices, and the reason why."""
+
+    name = "none"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.status = NO_GPU
+        self.reason = reason
+
+    def open(self) -> None:
+        pass
+
+    def device_info(self) -> list[DeviceDict]:
+        return []
+
+    def read_fast(self, t: float) -> list[DeviceDict]:
+        return []
+
+    def read_slow(self, t: float) -> list[DeviceDict]:
+        return []

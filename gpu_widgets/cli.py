@@ -1,0 +1,118 @@
+"""`gpu-widgets`: look at the GPUs from a terminal. Starts fast: no widget or plotting imports."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, Sequence
+
+from . import __version__
+from .backends import CHOICES, ConfigError, open_backend
+from .snapshot import take
+
+MIN_WATCH_S = 0.1
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value >= MIN_WATCH_S or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_WATCH_S} seconds, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu-widgets",
+        description="Watch NVIDIA GPUs: utilization, memory, temperature, power, clocks, throttling, processes.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpu-widgets {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    backend_help = f"where readings come from: {', '.join(CHOICES)} (default: $GPU_WIDGETS_BACKEND or auto)"
+
+    snap = sub.add_parser("snapshot", help="print the state of every GPU")
+    snap.add_argument("--json", action="store_true", help="print the sample as JSON (one object per line with --watch)")
+    snap.add_argument("--backend", choices=CHOICES, help=backend_help)
+    snap.add_argument("--watch", type=_seconds, metavar="SECONDS", help="refresh every SECONDS until Ctrl-C")
+
+    info = sub.add_parser("info", help="print each GPU's static facts (the spec card)")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.add_argument("--backend", choices=CHOICES, help=backend_help)
+
+    sub.add_parser("probe", help="exit 0 when NVML can read a real GPU here, else print why and exit 1")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        if args.command == "probe":
+            return _probe()
+        backend = open_backend(args.backend)
+    except ConfigError as exc:
+        print(f"gpu-widgets: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "info":
+            return _info(backend, args.json)
+        return _snapshot(backend, args.json, args.watch)
+    except KeyboardInterrupt:
+        return 0  # Ctrl-C is how --watch ends
+    except BrokenPipeError:
+        return 0  # `gpu-widgets snapshot --watch 1 | head` closed the pipe
+    finally:
+        backend.close()
+
+
+def _probe() -> int:
+    backend = open_backend("nvml")
+    if backend.status == "ok":
+        n = len(backend.device_info())
+        print(f"NVML ok: driver {backend.system.get('driver_version')}, {n} GPU{'s' if n != 1 else ''}")
+        return 0
+    print(f"no usable NVIDIA GPU: {backend.reason}")
+    return 1
+
+
+def _info(backend: Any, as_json: bool) -> int:
+    from .cli_format import render_info
+
+    devices = backend.device_info()
+    if as_json:
+        print(json.dumps({"backend": backend.name, "status": backend.status, "reason": backend.reason,
+                          **backend.system, "devices": devices}, indent=2))
+    elif backend.status != "ok":
+        print(f"No NVIDIA GPU available: {backend.reason}")
+    else:
+        print(render_info(backend.system, devices, backend.name))
+    return 0
+
+
+def _snapshot(backend: Any, as_json: bool, watch: float | None) -> int:
+    from .cli_format import render_snapshot
+
+    clear = watch is not None and not as_json and sys.stdout.isatty()
+    while True:
+        snap = take(backend, time.time())
+        if as_json:
+            print(json.dumps(snap, indent=None if watch else 2), flush=True)
+        else:
+            if clear:
+                sys.stdout.write("\033[H\033[J")
+            print(render_snapshot(snap, __version__), flush=True)
+        if watch is None:
+            return 0
+        if not clear and not as_json:
+            print()
+        time.sleep(watch)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""The per-device sample fields: names (units in the name), how often each is read, what it means.
+
+This table is the reference for the JSON contract (docs/api.md is generated from the same words)
+and tells the history store which fields are numeric series.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+FAST = "every tick"  # read on the sampler's own thread at each interval
+SLOW = "slow cadence"  # read on the slow worker (default every 2 s) so it never delays a tick
+
+
+class Field(NamedTuple):
+    name: str
+    cadence: str
+    description: str
+
+
+SAMPLE_FIELDS: tuple[Field, ...] = (
+    Field("utilization_gpu_percent", FAST, "percent of the last sample period in which a kernel ran (NVML `gpu`)"),
+    Field(
+        "utilization_memory_percent",
+        FAST,
+        "percent of the last sample period in which device memory was read or written "
+        "(the memory controller's busy time, NVML `memory`); not used/total",
+    ),
+    Field("memory_used_bytes", FAST, "device memory in use (NVML v2 memory info when the driver has it, as nvidia-smi)"),
+    Field("memory_free_bytes", FAST, "device memory free"),
+    Field("memory_total_bytes", FAST, "device memory in total"),
+    Field("temperature_c", FAST, "GPU core temperature, degrees Celsius"),
+    Field("fan_percent", FAST, "fan speed as percent of maximum; null on passively cooled GPUs"),
+    Field("power_w", FAST, "power draw in watts (NVML reports milliwatts)"),
+    Field("power_limit_w", FAST, "enforced power limit in watts"),
+    Field("energy_j", FAST, "energy used since the driver was loaded, joules (NVML reports millijoules)"),
+    Field("sm_clock_mhz", FAST, "current SM clock"),
+    Field("memory_clock_mhz", FAST, "current memory clock"),
+    Field("graphics_clock_mhz", FAST, "current graphics clock"),
+    Field("performance_state", FAST, "performance state: 0 (P0, fastest) to 15 (P15, slowest)"),
+    Field("throttle_reasons", FAST, "why clocks are held down now, as names (see gpu_widgets.throttle)"),
+    Field("pcie_tx_bytes_per_s", SLOW, "PCIe transmit throughput, bytes/s (NVML reports KB/s over a 20 ms window)"),
+    Field("pcie_rx_bytes_per_s", SLOW, "PCIe receive throughput, bytes/s"),
+    Field("processes", SLOW, "processes using the GPU: pid, used_memory_bytes, name, user, command"),
+)
+
+# Fields kept as numeric time series in the history (the rest are lists or labels).
+SERIES_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in SAMPLE_FIELDS if f.name not in ("throttle_reasons", "processes")
+)
+
+FAST_FIELDS: tuple[str, ...] = tuple(f.name for f in SAMPLE_FIELDS if f.cadence == FAST)
+SLOW_FIELDS: tuple[str, ...] = tuple(f.name for f in SAMPLE_FIELDS if f.cadence == SLOW)

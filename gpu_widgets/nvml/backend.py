@@ -1,0 +1,259 @@
+"""The NVML backend: real GPUs through pynvml, every failure turned into data."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from ..backends.base import LOST, NO_GPU, OK, Backend, DeviceDict, lost_device
+from ..processes import ProcessDescriber, process_entry
+from .errors import LOST as LOST_KIND
+from .errors import NO_GPU as NO_GPU_KIND
+from .errors import UNSUPPORTED, Failure, classify
+from .library import NVML, NoGpu, Nvml
+from .readers import FAST_QUERIES, PCIE_QUERIES, STATIC_QUERIES, Query, peak_memory_bandwidth
+
+# How often a lost GPU is asked again whether it is back (well inside the 15 s promise).
+LOST_RETRY_S = 5.0
+
+
+class _Device:
+    """What we know about one GPU between reads."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.handle: Any = None
+        self.uuid: str | None = None
+        self.name: str | None = None
+        self.lost_reason: str | None = None
+        self.lost_since: float | None = None
+        self.next_retry = 0.0
+        self.unsupported: dict[str, str] = {}  # query key -> reason, never asked again
+        self.info: DeviceDict | None = None
+        self.lock = threading.Lock()
+
+
+class NvmlBackend(Backend):
+    name = "nvml"
+
+    def __init__(self, nvml: Nvml = NVML, clock: Any = time.monotonic) -> None:
+        super().__init__()
+        self._nvml = nvml
+        self._clock = clock
+        self._nv: Any = None
+        self._devices: list[_Device] = []
+        self._describer = ProcessDescriber()
+        self._process_query = Query("processes", ("processes",), self._processes)
+        self._opened = False
+
+    # -- set-up ------------------------------------------------------------------------------
+    def open(self) -> None:
+        if self._opened:
+            return
+        try:
+            nv = self._nvml.ensure()
+        except NoGpu as exc:
+            self.status, self.reason = NO_GPU, str(exc)
+            self._opened = True
+            return
+        self._nv = nv
+        try:
+            count = nv.nvmlDeviceGetCount()
+        except Exception as exc:
+            self.status, self.reason = NO_GPU, f"NVML could not count GPUs: {classify(exc).reason}"
+            self._opened = True
+            return
+        self.system = {
+            "driver_version": self._system("nvmlSystemGetDriverVersion"),
+            "nvml_version": self._system("nvmlSystemGetNVMLVersion"),
+            "cuda_driver_version": _cuda_version(self._cuda_driver_version()),
+        }
+        self._devices = [_Device(i) for i in range(count)]
+        for dev in self._devices:
+            self._attach(dev, self._clock())
+        self.status, self.reason = OK, None
+        if count == 0:
+            self.status, self.reason = NO_GPU, "the NVIDIA driver is loaded but reports no GPUs"
+        self._opened = True
+
+    def _system(self, fn: str) -> str | None:
+        try:
+            return str(getattr(self._nv, fn)())
+        except Exception:
+            return None
+
+    def _cuda_driver_version(self) -> int | None:
+        for fn in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
+            try:
+                return int(getattr(self._nv, fn)())
+            except Exception:
+                continue
+        return None
+
+    def _attach(self, dev: _Device, now: float) -> bool:
+        """Get the handle and identity of a device; mark it lost if it does not answer."""
+        nv = self._nv
+        try:
+            handle = nv.nvmlDeviceGetHandleByIndex(dev.index)
+            uuid = nv.nvmlDeviceGetUUID(handle)
+            name = nv.nvmlDeviceGetName(handle)
+        except Exception as exc:
+            self._mark_lost(dev, classify(exc), now)
+            return False
+        if dev.uuid is not None and uuid != dev.uuid:
+            # Another board now sits at this index (hot swap / reset reorder): start afresh.
+            dev.unsupported.clear()
+            dev.info = None
+        dev.handle, dev.uuid, dev.name = handle, uuid, name
+        dev.lost_reason = dev.lost_since = None
+        return True
+
+    def _mark_lost(self, dev: _Device, failure: Failure, now: float) -> None:
+        with dev.lock:
+            if dev.lost_reason is None:
+                dev.lost_since = now
+            dev.lost_reason = failure.reason
+            dev.next_retry = now + LOST_RETRY_S
+
+    # -- static info ---------------------------------------------------------------------------
+    def device_info(self) -> list[DeviceDict]:
+        return [self._info(dev) for dev in self._devices]
+
+    def _info(self, dev: _Device) -> DeviceDict:
+        if dev.info is not None:
+            return dev.info
+        info: DeviceDict = {"index": dev.index, "uuid": dev.uuid, "name": dev.name}
+        unavailable: dict[str, str] = {}
+        if dev.lost_reason is not None:
+            for q in STATIC_QUERIES:
+                for f in q.fields:
+                    info[f] = None
+                    unavailable[f] = dev.lost_reason
+            info["memory_bandwidth_bytes_per_s"] = None
+            info["status"] = LOST
+            info["unavailable"] = unavailable
+            return info  # not cached: asked again once the GPU is back
+        for q in STATIC_QUERIES:
+            self._run(dev, q, info, unavailable, now=self._clock())
+        info["memory_bandwidth_bytes_per_s"] = peak_memory_bandwidth(
+            info.get("max_memory_clock_mhz"), info.get("memory_bus_width_bits")
+        )
+        if info["memory_bandwidth_bytes_per_s"] is None:
+            unavailable["memory_bandwidth_bytes_per_s"] = "needs the max memory clock and the bus width"
+        info["status"] = OK if dev.lost_reason is None else LOST
+        info["unavailable"] = unavailable
+        if dev.lost_reason is None:
+            dev.info = info
+        return info
+
+    # -- reads ---------------------------------------------------------------------------------
+    def _run(self, dev: _Device, q: Query, out: DeviceDict, unavailable: dict[str, str], now: float) -> bool:
+        """Run one query into ``out``; False when the device turned out to be lost."""
+        known = dev.unsupported.get(q.key)
+        if known is not None:
+            for f in q.fields:
+                out[f] = None
+                unavailable[f] = known
+            return True
+        try:
+            out.update(q.read(self._nv, dev.handle))
+            return True
+        except Exception as exc:
+            failure = classify(exc)
+        for f in q.fields:
+            out[f] = None
+            unavailable[f] = failure.reason
+        if failure.kind == UNSUPPORTED:
+            dev.unsupported[q.key] = failure.reason
+        elif failure.kind in (LOST_KIND, NO_GPU_KIND):
+            self._mark_lost(dev, failure, now)
+            return False
+        return True
+
+    def read_fast(self, t: float) -> list[DeviceDict]:
+        if self.status != OK:
+            return []
+        now = self._clock()
+        samples = []
+        for dev in self._devices:
+            if dev.lost_reason is not None and now >= dev.next_retry:
+                self._attach(dev, now)
+            if dev.lost_reason is not None:
+                samples.append(lost_device(dev.index, dev.uuid, dev.name, dev.lost_reason))
+                continue
+            sample: DeviceDict = {"index": dev.index, "uuid": dev.uuid, "name": dev.name, "status": OK}
+            unavailable: dict[str, str] = {}
+            for q in FAST_QUERIES:
+                if not self._run(dev, q, sample, unavailable, now):
+                    break
+            if dev.lost_reason is not None:
+                samples.append(lost_device(dev.index, dev.uuid, dev.name, dev.lost_reason))
+                continue
+            sample["unavailable"] = unavailable
+            samples.append(sample)
+        return samples
+
+    def read_slow(self, t: float) -> list[DeviceDict]:
+        if self.status != OK:
+            return []
+        now = self._clock()
+        out = []
+        seen: set[int] = set()
+        for dev in self._devices:
+            if dev.lost_reason is not None:
+                continue  # the fast path reports it lost and probes it
+            part: DeviceDict = {"index": dev.index}
+            unavailable: dict[str, str] = {}
+            alive = all(self._run(dev, q, part, unavailable, now) for q in PCIE_QUERIES)
+            if alive:
+                alive = self._run(dev, self._process_query, part, unavailable, now)
+            if not alive:
+                continue
+            seen.update(p["pid"] for p in part["processes"] or ())
+            part["unavailable"] = unavailable
+            out.append(part)
+        self._describer.forget_except(seen)
+        return out
+
+    def _processes(self, nv: Any, h: Any) -> dict[str, Any]:
+        used: dict[int, int | None] = {}
+        errors: list[BaseException] = []
+        for kind in ("Compute", "Graphics"):
+            try:
+                for p in _running_processes(nv, h, kind):
+                    # A pid can hold a compute and a graphics context; keep the larger figure.
+                    prev = used.get(p.pid)
+                    mem = p.usedGpuMemory
+                    used[p.pid] = mem if prev is None else max(prev, mem or 0)
+            except Exception as exc:
+                errors.append(exc)
+        if len(errors) == 2:
+            raise errors[0]
+        return {
+            "processes": [
+                process_entry(pid, mem, self._describer.describe(pid)) for pid, mem in sorted(used.items())
+            ]
+        }
+
+    def close(self) -> None:
+        self._devices = []
+        self._opened = False
+
+
+def _running_processes(nv: Any, h: Any, kind: str) -> list[Any]:
+    # Call the versioned functions: pynvml's unversioned wrappers turn FunctionNotFound into
+    # an exception that is not an NVMLError. v3 needs driver 510+; v2 covers older drivers.
+    try:
+        return getattr(nv, f"nvmlDeviceGet{kind}RunningProcesses_v3")(h)
+    except Exception as exc:
+        if classify(exc).kind != UNSUPPORTED:
+            raise
+    return getattr(nv, f"nvmlDeviceGet{kind}RunningProcesses_v2")(h)
+
+
+def _cuda_version(value: int | None) -> str | None:
+    """NVML's 13000 -> "13.0" (major*1000 + minor*10)."""
+    if not value:
+        return None
+    return f"{value // 1000}.{(value % 1000) // 10}"
+

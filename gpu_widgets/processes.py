@@ -1,0 +1,89 @@
+"""Who a GPU process is: name, user and command line from the OS, via psutil.
+
+NVML gives only pids and memory. The OS may not tell us more: the pid can live in another
+container's pid namespace, belong to another user on a hardened /proc, or have ended since
+NVML listed it. Each missing value is None with its reason, like every other field.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psutil
+
+_DETAILS = ("name", "user", "command")
+
+
+class ProcessDescriber:
+    """Describes pids, caching what it learnt while the same process (pid + start time) lives."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[int, tuple[psutil.Process, dict[str, Any]]] = {}
+
+    def describe(self, pid: int) -> dict[str, Any]:
+        """``{"name", "user", "command", "unavailable"}`` for one pid; never raises."""
+        with self._lock:
+            cached = self._cache.get(pid)
+        if cached is not None:
+            proc, details = cached
+            try:
+                if proc.is_running():  # also false when the pid was reused by a new process
+                    return details
+            except psutil.Error:
+                pass
+        details = _look_up(pid)
+        if details["_proc"] is not None:
+            with self._lock:
+                self._cache[pid] = (details["_proc"], details)
+        return details
+
+    def forget_except(self, pids: set[int]) -> None:
+        """Drop cached entries for processes no longer on any GPU."""
+        with self._lock:
+            for pid in list(self._cache):
+                if pid not in pids:
+                    del self._cache[pid]
+
+
+def _look_up(pid: int) -> dict[str, Any]:
+    details: dict[str, Any] = {"name": None, "user": None, "command": None, "unavailable": {}, "_proc": None}
+    try:
+        proc = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        reason = "process not visible here (it ended, or runs in another container)"
+        details["unavailable"] = dict.fromkeys(_DETAILS, reason)
+        return details
+    except psutil.Error as exc:
+        details["unavailable"] = dict.fromkeys(_DETAILS, f"cannot inspect process: {exc}")
+        return details
+    details["_proc"] = proc
+    for key, read in (("name", proc.name), ("user", proc.username), ("command", lambda: _command(proc))):
+        try:
+            details[key] = read()
+        except psutil.AccessDenied:
+            details["unavailable"][key] = "access denied by the operating system"
+        except psutil.NoSuchProcess:
+            details["unavailable"][key] = "process ended"
+        except Exception as exc:  # e.g. a uid with no passwd entry inside a container
+            details["unavailable"][key] = f"unknown: {type(exc).__name__}"
+    if details["command"] is None and "command" not in details["unavailable"]:
+        details["unavailable"]["command"] = "no command line (kernel thread or zombie)"
+    return details
+
+
+def _command(proc: psutil.Process) -> str | None:
+    args = proc.cmdline()
+    return " ".join(args) if args else None
+
+
+def process_entry(pid: int, used_memory_bytes: int | None, details: dict[str, Any]) -> dict[str, Any]:
+    """The public JSON shape of one GPU process."""
+    return {
+        "pid": pid,
+        "used_memory_bytes": used_memory_bytes,
+        "name": details["name"],
+        "user": details["user"],
+        "command": details["command"],
+        "unavailable": dict(details["unavailable"]),
+    }

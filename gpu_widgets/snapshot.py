@@ -1,0 +1,57 @@
+"""A snapshot: the public JSON of one sample of every GPU (served by the API and `--json`)."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .backends.base import Backend
+from .fields import SLOW_FIELDS
+from .visibility import cuda_visible_indices
+
+PENDING = "not read yet (read on the slow cadence)"
+
+
+def compose(
+    backend: Backend,
+    timestamp: float,
+    fast: list[dict[str, Any]],
+    slow: dict[int, dict[str, Any]],
+    uuids: list[str | None] | None = None,
+) -> dict[str, Any]:
+    """Merge a fast read with the latest slow read of each device into one snapshot."""
+    devices = []
+    for dev in fast:
+        merged = dict(dev)
+        unavailable = dict(merged.pop("unavailable", None) or {})
+        if dev.get("status") != "lost":
+            part = slow.get(dev["index"])
+            if part is None:
+                for f in SLOW_FIELDS:
+                    merged[f] = None
+                    unavailable[f] = PENDING
+            else:
+                for f in SLOW_FIELDS:
+                    merged[f] = part.get(f)
+                unavailable.update(part.get("unavailable") or {})
+        merged["unavailable"] = unavailable
+        devices.append(merged)
+    if uuids is None:
+        uuids = [d.get("uuid") for d in fast]
+    return {
+        "backend": backend.name,
+        "status": backend.status,
+        "reason": backend.reason,
+        "timestamp": timestamp,
+        "driver_version": backend.system.get("driver_version"),
+        "cuda_driver_version": backend.system.get("cuda_driver_version"),
+        "nvml_version": backend.system.get("nvml_version"),
+        "cuda_visible_devices": cuda_visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), uuids),
+        "devices": devices,
+    }
+
+
+def take(backend: Backend, timestamp: float) -> dict[str, Any]:
+    """One complete snapshot, slow fields included, read right now (for the CLI)."""
+    fast = backend.read_fast(timestamp)
+    slow = {d["index"]: d for d in backend.read_slow(timestamp)}
+    return compose(backend, timestamp, fast, slow)
