@@ -1,0 +1,104 @@
+"""Bounded history, since() queries and peak-keeping downsampling."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from gpu_widgets.downsample import bucket_bounds, downsample
+from gpu_widgets.history import History, capacity_for
+
+
+def snap(t: float, util: float | None, lost: bool = False, reasons=("gpu_idle",)) -> dict:
+    dev = {"index": 0, "uuid": "GPU-a", "name": "A", "status": "lost" if lost else "ok",
+           "utilization_gpu_percent": None if lost else util, "temperature_c": 40.0,
+           "throttle_reasons": None if lost else list(reasons)}
+    return {"timestamp": t, "devices": [dev]}
+
+
+def test_capacity_bounds_the_history_however_long_it_runs():
+    h = History(window_s=60, interval_s=1.0)
+    assert h.capacity == 61
+    h.append(snap(-1.0, 0.0))
+    held = h.bytes_held
+    for i in range(10_000):
+        h.append(snap(float(i), i % 100))
+    assert len(h) == 61
+    assert h.bytes_held == held  # columns allocated once
+    data = h.since(None)
+    assert data["timestamps"][0] == 10_000 - 60 and data["timestamps"][-1] == 9999  # the last 60 s
+    assert data["devices"][0]["utilization_gpu_percent"][-1] == 9999 % 100
+
+
+def test_since_returns_only_newer_samples_and_nulls_for_missing_values():
+    h = History(window_s=100, interval_s=1.0)
+    for i in range(10):
+        h.append(snap(1000.0 + i, None if i == 7 else float(i), lost=(i == 8)))
+    data = h.since(1005.0)
+    assert data["timestamps"] == [1006.0, 1007.0, 1008.0, 1009.0]
+    dev = data["devices"][0]
+    assert dev["utilization_gpu_percent"] == [6.0, None, None, 9.0]
+    assert dev["lost"] == [False, False, True, False]
+    assert dev["throttle_reasons"] == [["gpu_idle"], ["gpu_idle"], None, ["gpu_idle"]]
+    assert h.since(1009.0)["timestamps"] == []
+    assert h.since(0.0)["timestamps"][0] == 1000.0
+
+
+def test_since_drops_samples_older_than_the_window():
+    h = History(window_s=10, interval_s=1.0)  # capacity 11, but the interval may shrink later
+    for t in (0.0, 1.0, 50.0, 51.0):
+        h.append(snap(t, 1.0))
+    assert h.since(None)["timestamps"] == [50.0, 51.0]
+
+
+def test_history_downsamples_to_max_points_and_keeps_a_one_sample_spike():
+    h = History(window_s=3600, interval_s=1.0)
+    for i in range(3600):
+        h.append(snap(float(i), 100.0 if i == 1234 else 20.0 + (i % 7),
+                      reasons=("sw_power_cap",) if i == 2000 else ("gpu_idle",)))
+    data = h.since(None, max_points=300)
+    dev = data["devices"][0]
+    assert len(data["timestamps"]) <= 300
+    assert len(dev["utilization_gpu_percent"]) == len(data["timestamps"])
+    assert max(dev["utilization_gpu_percent"]) == 100.0
+    assert min(dev["utilization_gpu_percent"]) == 20.0
+    assert any(r and "sw_power_cap" in r for r in dev["throttle_reasons"])
+
+
+def test_capacity_rejects_bad_settings():
+    with pytest.raises(ValueError, match="must be > 0"):
+        capacity_for(0, 1)
+    with pytest.raises(ValueError, match="must be > 0"):
+        capacity_for(10, -1)
+
+
+def test_bucket_bounds_cover_everything_once():
+    for n, b in [(10, 3), (1000, 150), (7, 7), (5, 10)]:
+        bounds = bucket_bounds(n, b)
+        assert bounds[0][0] == 0 and bounds[-1][1] == n
+        assert all(hi > lo for lo, hi in bounds)
+        assert all(bounds[i][1] == bounds[i + 1][0] for i in range(len(bounds) - 1))
+
+
+def test_downsample_keeps_every_global_extreme_and_time_order():
+    rng = random.Random(4)
+    n = 10_000
+    t = [float(i) for i in range(n)]
+    cols = {"a": [rng.random() for _ in range(n)], "b": [math.sin(i / 50) for i in range(n)]}
+    cols["a"][5555] = 9.0
+    cols["a"][77] = -9.0
+    out_t, out = downsample(t, cols, 200)
+    assert len(out_t) <= 200 and out_t == sorted(out_t)
+    assert max(out["a"]) == 9.0 and min(out["a"]) == -9.0
+    assert max(out["b"]) == max(cols["b"]) and min(out["b"]) == min(cols["b"])
+
+
+def test_downsample_handles_nulls_and_short_input():
+    t = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    out_t, out = downsample(t, {"x": [None, None, None, None, 1.0, 2.0]}, 4)
+    assert out["x"][:2] == [None, None] and 2.0 in out["x"]
+    same_t, same = downsample(t[:2], {"x": [1.0, 2.0]}, 10)
+    assert same_t == [0.0, 1.0] and same == {"x": [1.0, 2.0]}
+    with pytest.raises(ValueError, match="at least 2"):
+        downsample(t, {}, 1)

@@ -1,0 +1,27 @@
+"""CUDA_VISIBLE_DEVICES mapped to NVML indices, following CUDA's own rules."""
+from gpu_widgets.visibility import cuda_visible_indices
+
+UUIDS = ["GPU-aaaa1111-0000", "GPU-bbbb2222-0000", "GPU-bbbb3333-0000", "GPU-cccc4444-0000"]
+
+
+def test_unset_means_every_gpu_and_empty_means_none():
+    assert cuda_visible_indices(None, UUIDS) is None
+    assert cuda_visible_indices("", UUIDS) == []
+
+
+def test_indices_in_the_given_order():
+    assert cuda_visible_indices("2,0", UUIDS) == [2, 0]
+    assert cuda_visible_indices(" 1 , 3 ", UUIDS) == [1, 3]
+
+
+def test_uuids_and_unique_prefixes():
+    assert cuda_visible_indices("GPU-cccc4444-0000,GPU-aaaa", UUIDS) == [3, 0]
+    assert cuda_visible_indices("gpu-AAAA1111-0000", UUIDS) == [0]
+
+
+def test_cuda_stops_at_the_first_entry_it_cannot_resolve():
+    assert cuda_visible_indices("0,7,1", UUIDS) == [0]  # 7 does not exist
+    assert cuda_visible_indices("1,GPU-bbbb,0", UUIDS) == [1]  # ambiguous prefix
+    assert cuda_visible_indices("-1,0", UUIDS) == []
+    assert cuda_visible_indices("0,0,1", UUIDS) == [0]  # a repeated device ends the list
+    assert cuda_visible_indices("MIG-1234,0", UUIDS) == []
