@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .fake_nvml import build_fake_nvml, fake_nvml_env, write_config
+
+# Tests decide the backend themselves; a developer's shell settings must not leak in.
+for _var in ("GPU_WIDGETS_BACKEND", "GPU_WIDGETS_SIMULATED_GPUS", "GPU_WIDGETS_SIMULATED_FAULTS",
+             "GPU_WIDGETS_SIMULATED_SEED", "FAKE_NVML_CONFIG", "CUDA_VISIBLE_DEVICES"):
+    os.environ.pop(_var, None)
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_lib() -> Path:
+    """Directory holding the fake libnvidia-ml.so.1 (compiled once per session)."""
+    return build_fake_nvml()
+
+
+class FakeDriver:
+    """A fake NVML driver for subprocesses: write what it reports, get the env to run under it."""
+
+    def __init__(self, lib_dir: Path, config_path: Path) -> None:
+        self.lib_dir, self.config_path = lib_dir, config_path
+
+    def write(self, config: dict) -> None:
+        write_config(self.config_path, config)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {**os.environ, **fake_nvml_env(self.lib_dir, self.config_path), **extra}
+
+
+@pytest.fixture
+def fake_driver(fake_nvml_lib: Path, tmp_path: Path) -> FakeDriver:
+    return FakeDriver(fake_nvml_lib, tmp_path / "fake-nvml.conf")
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gpu_widgets.cli", *args],
+        capture_output=True, text=True, env=env if env is not None else dict(os.environ), timeout=timeout,
+    )
