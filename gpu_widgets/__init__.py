@@ -13,4 +13,6 @@ def _jupyter_labextension_paths():
 
 
 def _jupyter_server_extension_points():
-    return [{"module": "gpu_widgets.serverextension"}]
+    from .server.app import GpuWidgets  # imported only when a Jupyter server loads us
+
+    return [{"module": "gpu_widgets", "app": GpuWidgets}]

@@ -1,6 +1,6 @@
 """The per-device sample fields: names (units in the name), how often each is read, what it means.
 
-This table is the reference for the JSON contract (docs/api.md is generated from the same words)
+This table is the reference for the JSON contract (docs/fields.md repeats these words; a test keeps them in step)
 and tells the history store which fields are numeric series.
 """
 from __future__ import annotations

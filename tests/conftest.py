@@ -44,3 +44,44 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) 
         [sys.executable, "-m", "gpu_widgets.cli", *args],
         capture_output=True, text=True, env=env if env is not None else dict(os.environ), timeout=timeout,
     )
+
+
+pytest_plugins = ("pytest_jupyter.jupyter_server",)
+
+
+@pytest.fixture
+def gw_config() -> dict:
+    """The GpuWidgets server settings a test runs with (override the fixture to change them)."""
+    return {"backend": "simulated", "interval_s": 0.1}
+
+
+@pytest.fixture
+def jp_server_config(gw_config: dict) -> dict:
+    return {"ServerApp": {"jpserver_extensions": {"gpu_widgets": True}}, "GpuWidgets": gw_config}
+
+
+@pytest.fixture
+def fake_nvml_config() -> dict:
+    """What the in-process fake driver reports when the server starts (parametrize to change)."""
+    return {"device_count": 0}
+
+
+@pytest.fixture
+def in_process_fake_nvml(fake_nvml_lib: Path, fake_nvml_config: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Load the fake libnvidia-ml.so.1 into this process, so the in-process Jupyter server's NVML
+    backend talks to it through the real pynvml. Yields a function that rewrites its config.
+    List it before jp_fetch so the driver is in place when the server starts."""
+    import ctypes
+
+    from gpu_widgets.nvml.library import NVML
+
+    config = tmp_path / "fake-nvml.conf"
+    write_config(config, fake_nvml_config)
+    monkeypatch.setenv("FAKE_NVML_CONFIG", str(config))
+    # Loaded by path with the soname libnvidia-ml.so.1: pynvml's dlopen then finds this one.
+    ctypes.CDLL(str(fake_nvml_lib / "libnvidia-ml.so.1"))
+    NVML.shutdown()
+    NVML.reset()
+    yield lambda cfg: write_config(config, cfg)
+    NVML.shutdown()
+    NVML.reset()

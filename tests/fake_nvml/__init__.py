@@ -46,7 +46,9 @@ LIB_NAME = "libnvidia-ml.so.1"
 CONFIG_ENV = "FAKE_NVML_CONFIG"
 
 # Part of the cache key: changing the flags must invalidate old builds.
-_CFLAGS = ("-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-std=gnu11")
+# The soname lets a process preload the fake by path; pynvml's later dlopen("libnvidia-ml.so.1")
+# then finds it already loaded (used by the in-process server tests).
+_CFLAGS = ("-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-std=gnu11", "-Wl,-soname,libnvidia-ml.so.1")
 _LIBS = ("-lpthread",)
 
 GLOBAL_KEYS = frozenset(

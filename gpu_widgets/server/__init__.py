@@ -1,0 +1,1 @@
+"""The Jupyter server extension: one sampler for the whole server, read by an authenticated REST API."""

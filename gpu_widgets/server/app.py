@@ -1,0 +1,99 @@
+"""The server extension application: its settings (documented traitlets) and its routes."""
+from __future__ import annotations
+
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Bool, Float, Integer, Unicode, validate
+
+from ..backends import CHOICES
+from ..sampler import DEFAULT_INTERVAL_S, DEFAULT_SLOW_INTERVAL_S, DEFAULT_WINDOW_S, MAX_SLOW_INTERVAL_S, MIN_INTERVAL_S
+from .handlers import route_table
+from .service import GpuService
+
+API_PREFIX = "/gpu-widgets/api/v1"
+
+
+class GpuWidgets(ExtensionApp):
+    """Configure with ``c.GpuWidgets.<name>`` in a jupyter_server_config.py, or ``--GpuWidgets.<name>=``."""
+
+    name = "gpu_widgets"
+    load_other_extensions = True
+
+    interval_s = Float(
+        DEFAULT_INTERVAL_S,
+        help=f"Seconds between two samples of every GPU (at least {MIN_INTERVAL_S}). One sampler serves every "
+        "browser tab; no client can make it sample faster.",
+    ).tag(config=True)
+    slow_interval_s = Float(
+        DEFAULT_SLOW_INTERVAL_S,
+        help=f"Seconds between two reads of the slow fields (process list, PCIe throughput), at most {MAX_SLOW_INTERVAL_S}.",
+    ).tag(config=True)
+    window_s = Float(
+        DEFAULT_WINDOW_S,
+        help="Seconds of history kept in memory for the sidebar's charts. Memory is fixed by "
+        "window_s / interval_s samples per GPU.",
+    ).tag(config=True)
+    show_other_users_processes = Bool(
+        False,
+        help="Show the name, user and command line of GPU processes that belong to other users. Off by "
+        "default: on a shared server they are listed with pid and GPU memory only.",
+    ).tag(config=True)
+    backend = Unicode(
+        "",
+        help=f"Where readings come from: one of {', '.join(CHOICES)}. Empty: the GPU_WIDGETS_BACKEND "
+        "environment variable, else auto (NVML, or the no-GPU state with NVML's reason).",
+    ).tag(config=True)
+    max_points_limit = Integer(
+        5000, help="The most points per device one samples request may ask for (max_points)."
+    ).tag(config=True)
+
+    @validate("interval_s")
+    def _check_interval(self, proposal):  # type: ignore[no-untyped-def]
+        value = proposal["value"]
+        if not value >= MIN_INTERVAL_S:
+            raise ValueError(f"GpuWidgets.interval_s must be at least {MIN_INTERVAL_S} s, got {value}")
+        return value
+
+    @validate("slow_interval_s")
+    def _check_slow_interval(self, proposal):  # type: ignore[no-untyped-def]
+        value = proposal["value"]
+        if not MIN_INTERVAL_S <= value <= MAX_SLOW_INTERVAL_S:
+            raise ValueError(
+                f"GpuWidgets.slow_interval_s must be within {MIN_INTERVAL_S}-{MAX_SLOW_INTERVAL_S} s, got {value}"
+            )
+        return value
+
+    @validate("window_s")
+    def _check_window(self, proposal):  # type: ignore[no-untyped-def]
+        value = proposal["value"]
+        if not value > 0:
+            raise ValueError(f"GpuWidgets.window_s must be a positive number of seconds, got {value}")
+        return value
+
+    @validate("backend")
+    def _check_backend(self, proposal):  # type: ignore[no-untyped-def]
+        value = proposal["value"].strip().lower()
+        if value and value not in CHOICES:
+            raise ValueError(f"GpuWidgets.backend={value!r} is not a backend: use one of {', '.join(CHOICES)}")
+        return value
+
+    def initialize_settings(self) -> None:
+        self.service = GpuService(
+            backend_choice=self.backend or None,
+            interval_s=self.interval_s,
+            slow_interval_s=self.slow_interval_s,
+            window_s=self.window_s,
+            show_other_users_processes=self.show_other_users_processes,
+            max_points_limit=self.max_points_limit,
+            log=self.log,
+        )
+        self.settings["gpu_widgets_service"] = self.service
+        # Opening NVML can take a second on a big server: never on the event loop.
+        self.service.start_in_background()
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(route_table(API_PREFIX))
+
+    async def stop_extension(self) -> None:
+        service = getattr(self, "service", None)
+        if service is not None:
+            service.stop()

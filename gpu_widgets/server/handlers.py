@@ -1,0 +1,187 @@
+"""REST handlers under ``{base_url}gpu-widgets/api/v1/``: JSON only, every one authenticated.
+
+Handlers read what the service holds in memory; the heavier work (downsampling a history,
+walking /proc for kernel attribution) runs in a worker thread so the event loop stays free.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+from tornado.ioloop import IOLoop
+
+from . import kernels, params, privacy
+from .service import GpuService
+
+DEFAULT_MAX_POINTS = 600
+MIN_MAX_POINTS = 2
+
+
+@lru_cache(maxsize=1)
+def openapi_document() -> str:
+    return resources.files(__package__).joinpath("openapi.json").read_text(encoding="utf-8")
+
+
+class BaseApiHandler(APIHandler):
+    """Shared plumbing: the service, strict parameters, and errors as ``{"code", "message"}``."""
+
+    allowed_params: tuple[str, ...] = ()
+
+    @property
+    def service(self) -> GpuService:
+        return self.settings["gpu_widgets_service"]
+
+    def set_default_headers(self) -> None:
+        super().set_default_headers()
+        self.set_header("Cache-Control", "no-store")
+
+    def check_params(self) -> None:
+        try:
+            params.check_known(self.request.arguments, self.allowed_params)
+        except params.BadParameter as exc:
+            raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
+
+    def send(self, payload: Any) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(payload, allow_nan=False))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc_info = kwargs.get("exc_info")
+        message = self._reason
+        code = {400: "bad_parameter", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}.get(
+            status_code, "server_error"
+        )
+        if exc_info:
+            exc = exc_info[1]
+            if isinstance(exc, web.HTTPError):
+                message = exc.log_message % exc.args if exc.log_message and exc.args else exc.log_message or message
+                if exc.reason and "_" in exc.reason:
+                    code = exc.reason
+            elif status_code >= 500:
+                message = "internal error in gpu-widgets (see the Jupyter server log)"
+        if status_code == 403 and not message or message == "Forbidden":
+            message = "not authenticated: send the Jupyter server's token (Authorization: token ...)"
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"code": code, "message": message or self._reason}))
+
+    def _me(self) -> str | None:
+        """None when every process may be shown."""
+        return None if self.service.show_other_users_processes else privacy.server_user()
+
+
+class StatusHandler(BaseApiHandler):
+    @web.authenticated
+    def get(self) -> None:
+        self.check_params()
+        self.send(self.service.status())
+
+
+class DevicesHandler(BaseApiHandler):
+    @web.authenticated
+    def get(self) -> None:
+        self.check_params()
+        status = self.service.status()
+        self.send({
+            "backend": status["backend"],
+            "status": status["status"],
+            "reason": status["reason"],
+            "devices": self.service.devices(),
+        })
+
+
+class LatestHandler(BaseApiHandler):
+    @web.authenticated
+    def get(self) -> None:
+        self.check_params()
+        snap = self.service.latest()
+        if snap is None:
+            status = self.service.status()
+            snap = {key: status[key] for key in ("backend", "status", "reason", "driver_version",
+                                                 "cuda_driver_version", "nvml_version")}
+            snap.update(timestamp=status["server_time"], cuda_visible_devices=None, devices=[])
+        me = self._me()
+        self.send(snap if me is None else privacy.redact_snapshot(snap, me))
+
+
+class SamplesHandler(BaseApiHandler):
+    allowed_params = ("since", "max_points")
+
+    @web.authenticated
+    async def get(self) -> None:
+        self.check_params()
+        try:
+            since = params.unix_seconds(self.request.arguments, "since")
+            max_points = params.bounded_int(
+                self.request.arguments, "max_points", DEFAULT_MAX_POINTS, MIN_MAX_POINTS, self.service.max_points_limit
+            )
+        except params.BadParameter as exc:
+            raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
+        data = await IOLoop.current().run_in_executor(None, self.service.history, since, max_points)
+        status = self.service.status()
+        self.send({
+            "backend": status["backend"],
+            "status": status["status"],
+            "interval_s": status["interval_s"],
+            "window_s": status["window_s"],
+            "server_time": status["server_time"],
+            **data,
+        })
+
+
+class ProcessesHandler(BaseApiHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        self.check_params()
+        snap = self.service.latest()
+        devices = snap["devices"] if snap else []
+        paths: dict[str, str] = {}
+        try:
+            for session in await self.session_manager.list_sessions():
+                kernel = session.get("kernel") or {}
+                if kernel.get("id"):
+                    paths[kernel["id"]] = session.get("path")
+        except Exception:
+            self.log.warning("gpu-widgets: could not list sessions for kernel attribution", exc_info=True)
+        roots = kernels.kernel_root_pids(self.kernel_manager)
+        attributed = await IOLoop.current().run_in_executor(None, kernels.attribute, devices, roots, paths)
+        me = self._me()
+        if me is not None:
+            for dev in attributed:
+                if dev["processes"]:
+                    dev["processes"] = [privacy.redact_process(p, me) for p in dev["processes"]]
+        self.send({"timestamp": snap["timestamp"] if snap else None, "devices": attributed})
+
+
+class OpenApiHandler(BaseApiHandler):
+    @web.authenticated
+    def get(self) -> None:
+        self.check_params()
+        self.set_header("Content-Type", "application/json")
+        self.finish(openapi_document())
+
+
+class NotFoundHandler(BaseApiHandler):
+    @web.authenticated
+    def get(self, path: str) -> None:
+        raise web.HTTPError(404, f"no such endpoint: {path!r}; the API is described at openapi.json",
+                            reason="not_found")
+
+
+ROUTES: tuple[tuple[str, type[BaseApiHandler]], ...] = (
+    ("status", StatusHandler),
+    ("devices", DevicesHandler),
+    ("samples/latest", LatestHandler),
+    ("samples", SamplesHandler),
+    ("processes", ProcessesHandler),
+    ("openapi.json", OpenApiHandler),
+)
+
+
+def route_table(prefix: str) -> list[tuple[str, type[BaseApiHandler]]]:
+    table: list[tuple[str, Any]] = [(f"{prefix}/{path}", handler) for path, handler in ROUTES]
+    table.append((f"{prefix}/(.*)", NotFoundHandler))
+    return table

@@ -1,0 +1,57 @@
+"""Query parameters: parsed strictly, with a message that names the parameter and the problem."""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+# Jupyter's own auth parameters may ride along on any request.
+IGNORED = frozenset({"token", "_xsrf"})
+
+
+class BadParameter(ValueError):
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+
+
+def check_known(arguments: Mapping[str, Sequence[bytes]], allowed: Sequence[str]) -> None:
+    for name in arguments:
+        if name not in allowed and name not in IGNORED:
+            valid = ", ".join(allowed) if allowed else "none"
+            raise BadParameter(name, f"unknown parameter (valid: {valid})")
+    for name in allowed:
+        if len(arguments.get(name, ())) > 1:
+            raise BadParameter(name, "given more than once")
+
+
+def _one(arguments: Mapping[str, Sequence[bytes]], name: str) -> str | None:
+    values = arguments.get(name)
+    if not values:
+        return None
+    return values[0].decode("utf-8", "replace").strip()
+
+
+def unix_seconds(arguments: Mapping[str, Sequence[bytes]], name: str) -> float | None:
+    raw = _one(arguments, name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadParameter(name, f"expected unix seconds (a number), got {raw!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise BadParameter(name, f"expected unix seconds >= 0, got {raw!r}")
+    return value
+
+
+def bounded_int(arguments: Mapping[str, Sequence[bytes]], name: str, default: int, lo: int, hi: int) -> int:
+    raw = _one(arguments, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadParameter(name, f"expected a whole number from {lo} to {hi}, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise BadParameter(name, f"expected a whole number from {lo} to {hi}, got {value}")
+    return value

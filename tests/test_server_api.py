@@ -1,0 +1,238 @@
+"""The server extension through real HTTP with auth on: every endpoint, every error path."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from gpu_widgets import __version__
+from gpu_widgets.fields import SAMPLE_FIELDS
+
+from .api_schema import validate_response
+
+GIB = 1 << 30
+PREFIX = ("gpu-widgets", "api", "v1")
+
+
+async def get_json(jp_fetch, *path: str, params: dict | None = None, **kw):
+    response = await jp_fetch(*PREFIX, *path, params=params or {}, **kw)
+    assert response.headers["Content-Type"].startswith("application/json")
+    return json.loads(response.body)
+
+
+async def wait_for(jp_fetch, predicate, path=("status",), timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        body = await get_json(jp_fetch, *path)
+        if predicate(body):
+            return body
+        assert time.monotonic() < deadline, f"timed out; last answer: {body}"
+        await asyncio.sleep(0.1)
+
+
+async def test_status_reports_the_backend_interval_time_and_version(jp_fetch):
+    status = await wait_for(jp_fetch, lambda s: s["status"] != "starting")
+    validate_response("/status", status)
+    assert status["backend"] == "simulated" and status["status"] == "ok" and status["reason"] is None
+    assert status["cuda_driver_version"] == "13.0"
+    assert status["interval_s"] == 0.1
+    assert status["version"] == __version__
+    assert abs(status["server_time"] - time.time()) < 5
+    assert status["device_count"] == 2
+
+
+async def test_devices_are_spec_cards(jp_fetch):
+    await wait_for(jp_fetch, lambda s: s["status"] == "ok")
+    body = await get_json(jp_fetch, "devices")
+    validate_response("/devices", body)
+    assert [d["index"] for d in body["devices"]] == [0, 1]
+    card = body["devices"][0]
+    assert card["name"].startswith("Simulated ")
+    assert card["compute_capability"] == "9.0"
+    assert card["memory_bandwidth_bytes_per_s"] > 3e12
+
+
+async def test_latest_sample_is_the_snapshot_json(jp_fetch):
+    snap = await wait_for(jp_fetch, lambda s: len(s["devices"]) == 2 and s["devices"][0]["processes"] is not None,
+                          path=("samples", "latest"))
+    validate_response("/samples/latest", snap)
+    assert snap["backend"] == "simulated"
+    assert {f.name for f in SAMPLE_FIELDS} <= set(snap["devices"][0])
+    assert abs(snap["timestamp"] - time.time()) < 5
+
+
+async def test_samples_history_is_incremental_and_downsampled(jp_fetch):
+    await wait_for(jp_fetch, lambda s: len(s["timestamps"]) >= 5, path=("samples",))
+    full = await get_json(jp_fetch, "samples")
+    validate_response("/samples", full)
+    assert full["interval_s"] == 0.1
+    ts = full["timestamps"]
+    assert ts == sorted(ts)
+    for dev in full["devices"]:
+        assert len(dev["utilization_gpu_percent"]) == len(ts) == len(dev["throttle_reasons"]) == len(dev["lost"])
+    newer = await get_json(jp_fetch, "samples", params={"since": ts[-2]})
+    assert newer["timestamps"][0] == ts[-1]
+    assert all(t > ts[-2] for t in newer["timestamps"])
+    await wait_for(jp_fetch, lambda s: len(s["timestamps"]) >= 12, path=("samples",))
+    small = await get_json(jp_fetch, "samples", params={"max_points": 4})
+    assert 2 <= len(small["timestamps"]) <= 4
+
+
+async def test_processes_are_attributed_and_other_users_hidden(jp_fetch):
+    body = await wait_for(jp_fetch, lambda b: any(d["processes"] for d in b["devices"]), path=("processes",))
+    validate_response("/processes", body)
+    procs = [p for d in body["devices"] for p in d["processes"] or ()]
+    # simulated processes belong to a user named "simulated", not to the server's user
+    for p in procs:
+        assert p["user"] is None and p["name"] is None and p["command"] is None
+        assert "another user" in p["unavailable"]["command"]
+        assert p["kernel_id"] is None and p["notebook_path"] is None
+        assert p["used_memory_bytes"] > 0
+    latest = await get_json(jp_fetch, "samples", "latest")
+    assert all(p["command"] is None for d in latest["devices"] for p in d["processes"] or ())
+
+
+@pytest.mark.parametrize("gw_config", [{"backend": "simulated", "interval_s": 0.1, "show_other_users_processes": True}])
+async def test_other_users_processes_are_shown_when_configured(jp_fetch, gw_config):
+    body = await wait_for(jp_fetch, lambda b: any(d["processes"] for d in b["devices"]), path=("processes",))
+    procs = [p for d in body["devices"] for p in d["processes"]]
+    assert all(p["user"] == "simulated" and p["command"] for p in procs)
+
+
+async def test_openapi_document_is_served(jp_fetch):
+    doc = await get_json(jp_fetch, "openapi.json")
+    assert doc["openapi"].startswith("3.")
+    assert {"/status", "/devices", "/samples/latest", "/samples", "/processes"} <= set(doc["paths"])
+
+
+@pytest.mark.parametrize(
+    "params,words",
+    [
+        ({"since": "yesterday"}, "since: expected unix seconds (a number), got 'yesterday'"),
+        ({"since": "-5"}, "since: expected unix seconds >= 0"),
+        ({"since": "nan"}, "since: expected unix seconds >= 0"),
+        ({"since": "inf"}, "since: expected unix seconds >= 0"),
+        ({"max_points": "lots"}, "max_points: expected a whole number from 2 to 5000, got 'lots'"),
+        ({"max_points": "1"}, "max_points: expected a whole number from 2 to 5000, got 1"),
+        ({"max_points": "100000"}, "max_points: expected a whole number from 2 to 5000, got 100000"),
+        ({"max_points": "2.5"}, "max_points: expected a whole number"),
+        ({"sinse": "1"}, "sinse: unknown parameter (valid: since, max_points)"),
+    ],
+)
+async def test_bad_parameters_are_400_with_a_message_naming_them(jp_fetch, params, words):
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*PREFIX, "samples", params=params)
+    assert info.value.code == 400
+    body = json.loads(info.value.response.body)
+    assert body["code"] == "bad_parameter"
+    assert words in body["message"]
+    validate_response("error", body)
+
+
+async def test_repeated_parameter_is_400(jp_fetch):
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*PREFIX, "samples", params=[("since", "1"), ("since", "2")])
+    assert info.value.code == 400
+    assert "since: given more than once" in json.loads(info.value.response.body)["message"]
+
+
+@pytest.mark.parametrize("path", ["status", "devices", "samples/latest", "processes", "openapi.json"])
+async def test_parameters_on_routes_without_any_are_400(jp_fetch, path):
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*PREFIX, *path.split("/"), params={"verbose": "1"})
+    assert info.value.code == 400
+    assert "verbose: unknown parameter (valid: none)" in json.loads(info.value.response.body)["message"]
+
+
+async def test_unknown_endpoint_is_a_json_404(jp_fetch):
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*PREFIX, "gpus")
+    assert info.value.code == 404
+    body = json.loads(info.value.response.body)
+    assert body["code"] == "not_found" and "openapi.json" in body["message"]
+
+
+def registered_routes(app) -> list[str]:
+    """Every URL pattern the extension registered, read from the running app."""
+    patterns = []
+
+    def walk(router) -> None:
+        for rule in getattr(router, "rules", ()):
+            regex = getattr(rule.matcher, "regex", None)
+            if regex is not None and "/gpu-widgets/" in regex.pattern:
+                patterns.append(regex.pattern)
+            walk(rule.target)
+
+    walk(app.web_app.default_router)
+    return patterns
+
+
+async def test_every_route_is_403_without_a_token(jp_fetch, jp_serverapp):
+    patterns = registered_routes(jp_serverapp)
+    assert len(patterns) >= 7
+    for pattern in patterns:
+        path = pattern.split("/gpu-widgets/", 1)[1].rstrip("$").replace("(.*)", "anything")
+        for headers in ({"Authorization": ""}, {"Authorization": "token wrong"}):
+            with pytest.raises(HTTPClientError) as info:
+                await jp_fetch("gpu-widgets", *path.split("/"), headers=headers)
+            assert info.value.code == 403, pattern
+            body = json.loads(info.value.response.body)
+            assert body["code"] == "forbidden" and "token" in body["message"]
+
+
+NVML_SERVER = {"backend": "nvml", "interval_s": 0.1}
+DICTATED = {"driver_version": "580.95.05", "cuda_driver_version": 12080, "gpus": [
+    {"name": "NVIDIA H200", "util_gpu": 97, "util_memory": 41, "memory_total": 141 * GIB,
+     "memory_used": 37 * GIB, "temperature": 71, "power_mw": 612_500, "power_limit_mw": 700_000,
+     "procs": [(os.getpid(), 20 * GIB)], "error": {"nvmlDeviceGetFanSpeed": 3}},
+    {"name": "NVIDIA H200", "util_gpu": 3},
+]}
+
+
+@pytest.mark.parametrize("gw_config,fake_nvml_config", [(NVML_SERVER, DICTATED)])
+async def test_values_from_the_driver_reach_the_api_exactly(in_process_fake_nvml, jp_fetch):
+    status = await wait_for(jp_fetch, lambda s: s["status"] != "starting")
+    assert (status["backend"], status["status"], status["driver_version"]) == ("nvml", "ok", "580.95.05")
+    assert status["cuda_driver_version"] == "12.8"
+    snap = await wait_for(jp_fetch, lambda s: s["devices"] and s["devices"][0]["processes"] is not None,
+                          path=("samples", "latest"))
+    validate_response("/samples/latest", snap)
+    d0, d1 = snap["devices"]
+    assert (d0["utilization_gpu_percent"], d0["utilization_memory_percent"]) == (97, 41)
+    assert (d0["memory_used_bytes"], d0["memory_total_bytes"]) == (37 * GIB, 141 * GIB)
+    assert (d0["temperature_c"], d0["power_w"], d0["power_limit_w"]) == (71, 612.5, 700.0)
+    assert d0["fan_percent"] is None and d0["unavailable"]["fan_percent"] == "not supported on this GPU"
+    assert d1["utilization_gpu_percent"] == 3
+    # our own process: shown in full, and it is not a kernel of this server
+    procs = (await get_json(jp_fetch, "processes"))["devices"][0]["processes"]
+    assert procs[0]["pid"] == os.getpid() and procs[0]["command"] and procs[0]["kernel_id"] is None
+
+
+@pytest.mark.parametrize("gw_config,fake_nvml_config", [(NVML_SERVER, {"gpus": [{"util_gpu": 50}, {"util_gpu": 60}]})])
+async def test_a_lost_gpu_shows_lost_and_comes_back_without_a_restart(in_process_fake_nvml, jp_fetch):
+    await wait_for(jp_fetch, lambda s: len(s["devices"]) == 2, path=("samples", "latest"))
+    in_process_fake_nvml({"gpus": [{"util_gpu": 51}, {"util_gpu": 60, "error": {"*": 15}}]})
+    snap = await wait_for(jp_fetch, lambda s: s["devices"][1]["status"] == "lost", path=("samples", "latest"))
+    assert snap["devices"][0]["status"] == "ok" and snap["devices"][0]["utilization_gpu_percent"] == 51
+    assert snap["devices"][1]["utilization_gpu_percent"] is None
+    in_process_fake_nvml({"gpus": [{"util_gpu": 52}, {"util_gpu": 61}]})
+    snap = await wait_for(jp_fetch, lambda s: s["devices"][1]["status"] == "ok", path=("samples", "latest"), timeout=15)
+    assert snap["devices"][1]["utilization_gpu_percent"] == 61
+    cards = await wait_for(jp_fetch, lambda b: b["devices"][1]["status"] == "ok", path=("devices",))
+    assert cards["devices"][1]["cores"] is not None
+
+
+@pytest.mark.parametrize("gw_config,fake_nvml_config", [(NVML_SERVER, {"init_error": 9})])
+async def test_no_driver_is_a_no_gpu_status_with_the_reason(in_process_fake_nvml, jp_fetch):
+    status = await wait_for(jp_fetch, lambda s: s["status"] != "starting")
+    assert status["status"] == "no_gpu" and "driver is not loaded" in status["reason"]
+    snap = await get_json(jp_fetch, "samples", "latest")
+    assert snap["status"] == "no_gpu" and snap["devices"] == []
+    validate_response("/samples/latest", snap)
+    for path in ("devices", "samples", "processes"):
+        body = await get_json(jp_fetch, *path.split("/"))
+        validate_response(f"/{path}", body)
