@@ -236,3 +236,40 @@ async def test_no_driver_is_a_no_gpu_status_with_the_reason(in_process_fake_nvml
     for path in ("devices", "samples", "processes"):
         body = await get_json(jp_fetch, *path.split("/"))
         validate_response(f"/{path}", body)
+
+
+@pytest.mark.parametrize("gw_config,fake_nvml_config", [(NVML_SERVER, {"gpus": [{"util_gpu": 10}]})])
+async def test_a_kernels_gpu_process_names_its_notebook(in_process_fake_nvml, jp_fetch, jp_serverapp):
+    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps(
+        {"path": "experiments/train.ipynb", "type": "notebook", "name": "train.ipynb", "kernel": {"name": "python3"}}))
+    session = json.loads(response.body)
+    kernel_id = session["kernel"]["id"]
+    try:
+        pid = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
+        in_process_fake_nvml({"gpus": [{"util_gpu": 10, "procs": [(pid, 3 * GIB), (os.getpid(), GIB)]}]})
+        body = await wait_for(jp_fetch, lambda b: len(b["devices"][0]["processes"] or ()) == 2, path=("processes",))
+        validate_response("/processes", body)
+        by_pid = {p["pid"]: p for p in body["devices"][0]["processes"]}
+        assert by_pid[pid]["kernel_id"] == kernel_id
+        assert by_pid[pid]["notebook_path"] == "experiments/train.ipynb"
+        assert by_pid[os.getpid()]["kernel_id"] is None
+    finally:
+        await jp_fetch("api", "sessions", session["id"], method="DELETE")
+
+
+def test_a_child_of_a_kernel_belongs_to_that_kernel():
+    import subprocess
+    import sys
+
+    from gpu_widgets.server.kernels import owning_kernel
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert owning_kernel(child.pid, {os.getpid(): "k-1"}) == "k-1"
+        assert owning_kernel(child.pid, {sibling.pid: "k-2"}) is None  # not an ancestor
+        assert owning_kernel(4_300_000, {os.getpid(): "k-1"}) is None  # no such pid
+    finally:
+        for p in (child, sibling):
+            p.kill()
+            p.wait()
