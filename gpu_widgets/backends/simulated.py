@@ -8,6 +8,7 @@ they are read.
 """
 from __future__ import annotations
 
+import getpass
 import math
 import threading
 import time
@@ -44,6 +45,13 @@ SPEC: dict[str, Any] = {
     "mig_mode": "disabled",
 }
 NATIVE_UNSUPPORTED = {"fan_percent": "not supported on this GPU (passively cooled)"}
+
+
+def _current_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry (some containers)
+        return "simulated"
 
 
 def _noise(seed: int, gpu: int, step: int, salt: int) -> float:
@@ -220,18 +228,33 @@ class SimulatedBackend(Backend):
         return out
 
     def _processes(self, gpu: int, values: dict[str, Any]) -> list[dict[str, Any]]:
+        """A training process of the current user on each busy GPU; odd GPUs also host a small job
+        of another user, so the privacy rules have something to hide in demos."""
         if not values["_busy"]:
             return []
-        return [
+        used = max(0, values["memory_used_bytes"] - int(0.6 * GIB))
+        procs = [
             {
-                "pid": PID_BASE + gpu,
-                "used_memory_bytes": max(0, values["memory_used_bytes"] - int(0.6 * GIB)),
+                "pid": PID_BASE + 2 * gpu,
+                "used_memory_bytes": used - (2 * GIB if gpu % 2 else 0),
                 "name": "python",
-                "user": "simulated",
+                "user": _current_user(),
                 "command": f"python train.py --device cuda:{gpu}  (simulated process)",
                 "unavailable": {},
             }
         ]
+        if gpu % 2:
+            procs.append(
+                {
+                    "pid": PID_BASE + 2 * gpu + 1,
+                    "used_memory_bytes": 2 * GIB,
+                    "name": "python",
+                    "user": "simulated-colleague",
+                    "command": "python eval.py  (simulated process of another user)",
+                    "unavailable": {},
+                }
+            )
+        return procs
 
     def read_fast(self, t: float) -> list[DeviceDict]:
         return self._read(t, FAST_FIELDS, identity=True)

@@ -1,0 +1,140 @@
+# gpu-widgets developer tasks.  `make help` lists them.
+#
+#   make setup     venv + editable install + labextension (fast when already done)
+#   make lab       JupyterLab in examples/ (simulated GPUs when there is no NVIDIA driver)
+#   make test      jest + pytest (installs Debian chromium for the browser tests if root)
+#   make build     wheel + sdist into dist/
+#
+# Variables (override on the command line, e.g. `make setup VENV=/tmp/gw-venv`):
+VENV ?= .venv
+PY = $(VENV)/bin/python
+PORT ?= 8888
+IP ?= 127.0.0.1
+# Extra arguments: `make test PYTEST_ARGS="-k packaging -x"`, `make lab LAB_ARGS=--no-browser`.
+PYTEST_ARGS ?=
+LAB_ARGS ?=
+# The CPU wheel that lies on these machines; installed before the project so that the
+# `torch` extra is already satisfied (a bare `torch` requirement pulls a multi-GB CUDA build).
+# `make setup TORCH_SPEC=` skips torch.
+TORCH_SPEC ?= torch==2.13.0
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV_ABS := $(abspath $(VENV))
+BIN := $(VENV_ABS)/bin
+JLPM := $(BIN)/jlpm
+# The package.json scripts call `jupyter labextension build`: use the venv's.
+export PATH := $(BIN):$(PATH)
+
+STAMP_PIP := $(VENV)/.gw-stamp-pip
+STAMP_TORCH := $(VENV)/.gw-stamp-torch
+STAMP_INSTALL := $(VENV)/.gw-stamp-install
+NODE_STAMP := node_modules/.yarn-state.yml
+# Written by `jlpm build`; its age tells whether the labextension is up to date.
+LABEXT_BUILT := gpu_widgets/labextension/package.json
+LABEXT_SOURCES := package.json tsconfig.json install.json \
+	$(shell find labextension/src labextension/style labextension/schema -type f -not -path '*/__tests__/*' 2>/dev/null)
+OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+# JupyterLab refuses to run as root without --allow-root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.PHONY: help setup lab test build clean distclean
+
+help: ## List the targets
+	@echo "gpu-widgets make targets:"
+	@grep -E '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@echo "Variables: VENV=$(VENV) PORT=$(PORT) IP=$(IP) PYTEST_ARGS=... LAB_ARGS=... TORCH_SPEC=$(TORCH_SPEC)"
+
+setup: $(STAMP_INSTALL) $(LABEXT_BUILT) $(OVERRIDES) ## Create/refresh the dev venv: editable install, labextension (dev mode), server extension
+
+$(PY):
+	python3 -m venv $(VENV)
+
+$(STAMP_PIP): | $(PY)
+	$(PY) -m pip install --upgrade pip
+	@touch $@
+
+# Never fails: without the wheel the project installs without the [torch] extra.
+$(STAMP_TORCH): $(STAMP_PIP)
+	@if [ -z "$(TORCH_SPEC)" ]; then \
+		echo "TORCH_SPEC is empty: not installing torch"; \
+	elif ! $(PY) -m pip install "$(TORCH_SPEC)"; then \
+		echo "WARNING: could not install $(TORCH_SPEC): continuing WITHOUT torch (the [torch] extra is skipped)."; \
+	fi
+	@touch $@
+
+# Editable install: the build hook (hatch-jupyter-builder) runs `jlpm install` and `jlpm build`
+# into gpu_widgets/labextension; `develop` links that folder into the venv's labextensions;
+# the server extension is enabled in the venv (sys-prefix) as the wheel's config file would.
+$(STAMP_INSTALL): $(STAMP_TORCH) pyproject.toml
+	@# pip would install (and uninstall) the wheel's shared-data THROUGH the dev-mode link
+	@# into gpu_widgets/labextension: drop the link first; `develop` below re-creates it.
+	@if [ -L $(VENV)/share/jupyter/labextensions/gpu-widgets ]; then rm $(VENV)/share/jupyter/labextensions/gpu-widgets; fi
+	@extras=test; \
+	if $(PY) -c 'import torch' >/dev/null 2>&1; then extras=test,torch; \
+	else echo "NOTE: torch is not installed: installing without the [torch] extra"; fi; \
+	set -x; $(PY) -m pip install -e ".[$$extras]"
+	@# jupyterlab 4.6 moved `labextension develop` to jupyter-builder; older ones lack it.
+	if [ -x $(BIN)/jupyter-builder ]; then $(BIN)/jupyter builder develop --overwrite .; \
+	else $(BIN)/jupyter labextension develop --overwrite .; fi
+	$(BIN)/jupyter server extension enable --sys-prefix gpu_widgets
+	@touch $@
+
+$(NODE_STAMP): package.json yarn.lock | $(STAMP_INSTALL)
+	$(JLPM) install
+	@touch $@
+
+# Rebuild (development build, ~7 s) whenever a labextension source changed.
+$(LABEXT_BUILT): $(NODE_STAMP) $(LABEXT_SOURCES)
+	$(JLPM) build
+	@touch $@
+
+# Quiet JupyterLab for development and tests: no news pop-up, no kernel-choice dialog.
+$(OVERRIDES): | $(PY)
+	@mkdir -p $(dir $@)
+	@printf '%s\n' \
+		'{' \
+		'  "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false},' \
+		'  "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": true}' \
+		'}' > $@
+	@echo "wrote $@"
+
+# Backend choice: a GPU_WIDGETS_BACKEND set by the user wins; otherwise `gpu-widgets probe`
+# (exit 0 when NVML initialises, else non-zero with the reason as its last output line)
+# decides, and without a driver the simulated GPUs are used.
+lab: setup ## Start JupyterLab in examples/ (PORT=8888 IP=127.0.0.1)
+	@if [ -n "$${GPU_WIDGETS_BACKEND:-}" ]; then \
+		echo "GPU_WIDGETS_BACKEND=$$GPU_WIDGETS_BACKEND (set by you)"; \
+	elif out=$$($(BIN)/gpu-widgets probe 2>&1); then \
+		echo "NVIDIA driver found: using the real GPUs (NVML)."; \
+	else \
+		reason=$$(printf '%s\n' "$$out" | sed '/^[[:space:]]*$$/d' | tail -n 1); \
+		echo "================================================================================"; \
+		echo "No NVIDIA driver found ($${reason:-gpu-widgets probe failed}): starting with SIMULATED GPUs"; \
+		echo "(GPU_WIDGETS_BACKEND=simulated). Set GPU_WIDGETS_BACKEND=nvml to force the real backend."; \
+		echo "================================================================================"; \
+		export GPU_WIDGETS_BACKEND=simulated; \
+	fi; \
+	cd examples && exec $(BIN)/jupyter lab --ServerApp.port_retries=0 \
+		--port=$(PORT) --ip=$(IP) $(ALLOW_ROOT) $(LAB_ARGS)
+
+test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
+	bash scripts/ensure-chromium.sh
+	@if [ -x node_modules/.bin/jest ]; then set -x; $(JLPM) test; else echo "jest not installed: skipping the JS tests"; fi
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# python -m build makes the sdist, then the wheel FROM the sdist, with a fresh production
+# build of the labextension: what a user gets from PyPI.
+build: setup ## Build the wheel and sdist into dist/
+	@$(PY) -c 'import build' >/dev/null 2>&1 || $(PY) -m pip install build
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	@ls -l dist
+
+clean: ## Remove build outputs (keeps the venv and node_modules)
+	rm -rf dist build labextension/lib gpu_widgets/labextension tsconfig.tsbuildinfo .pytest_cache
+	find . -name __pycache__ -type d -not -path './.venv/*' -not -path './node_modules/*' -prune -exec rm -rf {} +
+
+distclean: clean ## Also remove node_modules and yarn state (not the venv: delete it yourself)
+	rm -rf node_modules .yarn
