@@ -1,10 +1,48 @@
 """gpu-widgets: watch NVIDIA GPUs from Jupyter.
 
-Importing this package is cheap: it touches neither NVML nor the widget stack.
+Importing this package is cheap: it touches neither NVML nor the widget stack. The widgets are
+imported on first use (``from gpu_widgets import TrainingMonitor``), so the CLI and the server
+extension never load ipywidgets, bqplot or IPython.
 """
+from typing import Any
+
 from ._version import __version__
 
-__all__ = ["__version__"]
+__all__ = ["GpuDashboard", "TrainingMonitor", "__version__"]
+
+# name -> module that defines it, imported lazily by __getattr__
+_LAZY = {
+    "TrainingMonitor": "gpu_widgets.monitor.monitor",
+    "GpuDashboard": "gpu_widgets.monitor.dashboard",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpu_widgets' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # next time: a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext gpu_widgets``: registers ``%gpuwatch`` / ``%%gpuwatch``."""
+    from .monitor.magic import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .monitor.magic import unload_ipython_extension as unload
+
+    unload(ipython)
 
 
 def _jupyter_labextension_paths():
