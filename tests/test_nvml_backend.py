@@ -279,3 +279,50 @@ def test_every_nvml_error_code_gets_words():
     for code in [c for name, c in vars(pynvml).items() if name.startswith("NVML_ERROR_")]:
         failure = classify(pynvml.NVMLError(code))
         assert failure.code == code and failure.reason and failure.kind
+
+
+def test_an_incomplete_process_list_is_null_not_partial():
+    fake = FakeNvml([h100(procs=[(4_300_000, GIB)], errors={"nvmlDeviceGetComputeRunningProcesses_v3": UNKNOWN})])
+    d = opened(fake).read_slow(0.0)[0]
+    assert d["processes"] is None and "unknown error" in d["unavailable"]["processes"]
+
+
+def test_a_gpu_without_the_graphics_query_still_lists_compute_processes():
+    fake = FakeNvml([h100(procs=[(4_300_000, GIB)], errors={"nvmlDeviceGetGraphicsRunningProcesses_v3": NOT_SUPPORTED,
+                                                             "nvmlDeviceGetGraphicsRunningProcesses_v2": NOT_SUPPORTED})])
+    d = opened(fake).read_slow(0.0)[0]
+    assert [p["pid"] for p in d["processes"]] == [4_300_000] and "processes" not in d["unavailable"]
+
+
+def test_a_pid_in_both_lists_appears_once_with_the_larger_memory():
+    fake = FakeNvml([h100(procs=[(4_300_000, GIB)], graphics_procs=[(4_300_000, 2 * GIB), (4_300_002, None)])])
+    procs = opened(fake).read_slow(0.0)[0]["processes"]
+    assert [(p["pid"], p["used_memory_bytes"]) for p in procs] == [(4_300_000, 2 * GIB), (4_300_002, None)]
+
+
+def test_process_details_the_os_refuses_are_null_with_reasons(monkeypatch):
+    from gpu_widgets.processes import ProcessDescriber
+
+    def denied(self):
+        raise psutil.AccessDenied(self.pid)
+
+    monkeypatch.setattr(psutil.Process, "cmdline", denied)
+    monkeypatch.setattr(psutil.Process, "username", denied)
+    details = ProcessDescriber().describe(os.getpid())
+    assert details["name"] == psutil.Process().name()
+    assert details["user"] is None and details["command"] is None
+    assert details["unavailable"] == {"user": "access denied by the operating system",
+                                      "command": "access denied by the operating system"}
+
+
+def test_a_process_that_ends_between_listing_and_lookup(monkeypatch):
+    from gpu_widgets.processes import ProcessDescriber
+
+    def gone(self):
+        raise psutil.NoSuchProcess(self.pid)
+
+    monkeypatch.setattr(psutil.Process, "name", gone)
+    details = ProcessDescriber().describe(os.getpid())
+    assert details["name"] is None and details["unavailable"]["name"] == "process ended"
+    missing = ProcessDescriber().describe(4_300_000)
+    assert missing["user"] is None and "not visible here" in missing["unavailable"]["user"]

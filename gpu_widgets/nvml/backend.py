@@ -217,18 +217,20 @@ class NvmlBackend(Backend):
 
     def _processes(self, nv: Any, h: Any) -> dict[str, Any]:
         used: dict[int, int | None] = {}
-        errors: list[BaseException] = []
         for kind in ("Compute", "Graphics"):
             try:
-                for p in _running_processes(nv, h, kind):
-                    # A pid can hold a compute and a graphics context; keep the larger figure.
-                    prev = used.get(p.pid)
-                    mem = p.usedGpuMemory
-                    used[p.pid] = mem if prev is None else max(prev, mem or 0)
+                found = _running_processes(nv, h, kind)
             except Exception as exc:
-                errors.append(exc)
-        if len(errors) == 2:
-            raise errors[0]
+                # Compute GPUs may not support the graphics query; any other failure means the
+                # list would be incomplete, and an incomplete list is worse than null + reason.
+                if kind == "Graphics" and classify(exc).kind == UNSUPPORTED:
+                    continue
+                raise
+            for p in found:
+                # A pid can hold a compute and a graphics context; keep the larger figure.
+                prev = used.get(p.pid)
+                mem = p.usedGpuMemory
+                used[p.pid] = mem if prev is None else max(prev, mem or 0)
         return {
             "processes": [
                 process_entry(pid, mem, self._describer.describe(pid)) for pid, mem in sorted(used.items())
