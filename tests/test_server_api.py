@@ -281,3 +281,15 @@ def test_a_child_of_a_kernel_belongs_to_that_kernel():
         for p in (child, sibling):
             p.kill()
             p.wait()
+
+
+async def test_every_route_refuses_writes(jp_fetch, jp_serverapp):
+    """The API is read-only: no route accepts a write, with or without an XSRF token."""
+    for pattern in registered_routes(jp_serverapp):
+        path = pattern.split("/gpu-widgets/", 1)[1].rstrip("$").replace("(.*)", "anything")
+        for method in ("POST", "PUT", "PATCH", "DELETE"):
+            body = "{}" if method in ("POST", "PUT", "PATCH") else None
+            with pytest.raises(HTTPClientError) as info:
+                await jp_fetch("gpu-widgets", *path.split("/"), method=method, body=body)
+            assert info.value.code in (403, 405), (method, pattern, info.value.code)
+            assert json.loads(info.value.response.body)["code"] in ("forbidden", "method_not_allowed")
