@@ -293,3 +293,12 @@ async def test_every_route_refuses_writes(jp_fetch, jp_serverapp):
                 await jp_fetch("gpu-widgets", *path.split("/"), method=method, body=body)
             assert info.value.code in (403, 405), (method, pattern, info.value.code)
             assert json.loads(info.value.response.body)["code"] in ("forbidden", "method_not_allowed")
+
+
+async def test_jupyterlab_cache_buster_is_accepted(jp_fetch):
+    # ServerConnection.makeRequest adds "?<Date.now()>" to GETs by default
+    response = await jp_fetch(*PREFIX, "status", params={"1796228257871": ""})
+    assert json.loads(response.body)["version"] == __version__
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*PREFIX, "status", params={"1796228257871": "x"})
+    assert info.value.code == 400
