@@ -4,6 +4,7 @@
 #   make lab       JupyterLab in examples/ (simulated GPUs when there is no NVIDIA driver)
 #   make test      jest + pytest (installs Debian chromium for the browser tests if root)
 #   make build     wheel + sdist into dist/
+#   make screenshots  refresh the sidebar screenshots in docs/screenshots/ (light and dark)
 #
 # Variables (override on the command line, e.g. `make setup VENV=/tmp/gw-venv`):
 VENV ?= .venv
@@ -39,11 +40,11 @@ OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 # JupyterLab refuses to run as root without --allow-root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab test build clean distclean
+.PHONY: help setup lab test build screenshots clean distclean
 
 help: ## List the targets
 	@echo "gpu-widgets make targets:"
-	@grep -E '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo "Variables: VENV=$(VENV) PORT=$(PORT) IP=$(IP) PYTEST_ARGS=... LAB_ARGS=... TORCH_SPEC=$(TORCH_SPEC)"
 
 setup: $(STAMP_INSTALL) $(LABEXT_BUILT) $(OVERRIDES) ## Create/refresh the dev venv: editable install, labextension (dev mode), server extension
@@ -131,6 +132,19 @@ build: setup ## Build the wheel and sdist into dist/
 	rm -rf dist
 	$(PY) -m build --outdir dist .
 	@ls -l dist
+
+# The contenders (the `bench` extra) go into their own venv, benchmarks/.cache/venv-peers.
+# `make bench BENCH_ARGS=--smoke` for a quick check; `BENCH_ARGS="--only sampler"` for one section.
+BENCH_ARGS ?=
+.PHONY: bench
+bench: setup ## Run the benchmark suite against the contenders (tables + JSON; docs/benchmarks.md)
+	$(PY) -m benchmarks.run --install-peers $(BENCH_ARGS)
+
+# Simulated GPUs with a scripted power-cap episode and a lost stretch; about 1.5 min (the
+# charts' one-minute window has to fill). The tests' own screenshots go to build/screenshots/.
+screenshots: setup ## Refresh docs/screenshots/sidebar-{light,dark}.png
+	bash scripts/ensure-chromium.sh
+	$(PY) scripts/screenshots.py --out docs/screenshots
 
 clean: ## Remove build outputs (keeps the venv and node_modules)
 	rm -rf dist build labextension/lib gpu_widgets/labextension tsconfig.tsbuildinfo .pytest_cache

@@ -1,41 +1,106 @@
 import {
+  ILayoutRestorer,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { ICommandPalette, IThemeManager } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
+import { Signal } from '@lumino/signaling';
 
-import { normalizeRefreshInterval } from './settings';
+import { gpuIcon } from './icons';
+import { GpuModel } from './model';
+import {
+  normalizeHistoryWindow,
+  normalizeMetrics,
+  normalizeRefreshInterval,
+  normalizeShowStatusBar
+} from './settings';
+import { GpuSidebar } from './sidebar';
+import { GpuStatusItem } from './statusbar';
 
 /** Must match the schema file labextension/schema/plugin.json. */
 const PLUGIN_ID = 'gpu-widgets:plugin';
 
+/** Command ids. */
+export namespace CommandIDs {
+  /** Open (reveal and focus) the GPU sidebar. */
+  export const open = 'gpu-widgets:open';
+}
+
 /**
- * The gpu-widgets front-end plugin.
- *
- * For now it only announces itself and reads its settings; the GPU sidebar
- * builds on it. The activation message is what the browser test waits for.
+ * The gpu-widgets front end: the GPU sidebar (left), the `gpu-widgets:open` command (also
+ * in the command palette), and a status-bar item with utilization and memory at a glance.
+ * Settings (refresh interval, history window, metrics shown, status-bar item) apply live.
  */
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
-  description: 'A GPU monitor for JupyterLab.',
+  description: 'A GPU monitor for JupyterLab: a GPU sidebar and a status-bar item.',
   autoStart: true,
-  optional: [ISettingRegistry],
+  optional: [ISettingRegistry, ICommandPalette, ILayoutRestorer, IStatusBar, IThemeManager],
   activate: (
     app: JupyterFrontEnd,
-    settingRegistry: ISettingRegistry | null
+    settingRegistry: ISettingRegistry | null,
+    palette: ICommandPalette | null,
+    restorer: ILayoutRestorer | null,
+    statusBar: IStatusBar | null,
+    themeManager: IThemeManager | null
   ): void => {
     console.log('gpu-widgets extension activated');
+
+    const model = new GpuModel();
+    const sidebar = new GpuSidebar({
+      model,
+      openPath: path => void app.commands.execute('docmanager:open', { path }),
+      themeChanged: themeManager?.themeChanged ?? null
+    });
+    app.shell.add(sidebar, 'left', { rank: 850, type: 'GPU Dashboard' });
+    restorer?.add(sidebar, sidebar.id);
+
+    const open = (): void => app.shell.activateById(sidebar.id);
+    app.commands.addCommand(CommandIDs.open, {
+      label: 'Open GPU Dashboard',
+      caption: 'Show the GPU sidebar: utilization, memory, temperature, power and processes per GPU',
+      icon: args => (args['isPalette'] ? undefined : gpuIcon),
+      execute: open
+    });
+    palette?.addItem({ command: CommandIDs.open, category: 'GPU' });
+
+    let showStatusBar = true;
+    const statusBarChanged = new Signal<GpuModel, void>(model);
+    if (statusBar) {
+      const item = new GpuStatusItem(model, open);
+      statusBar.registerStatusItem('gpu-widgets:status', {
+        item,
+        align: 'left',
+        rank: 80,
+        isActive: () => showStatusBar,
+        activeStateChanged: statusBarChanged
+      });
+      model.setStatusBarActive(showStatusBar);
+    }
 
     if (settingRegistry) {
       settingRegistry
         .load(PLUGIN_ID)
         .then(settings => {
-          const read = (): number =>
-            normalizeRefreshInterval(settings.get('refreshIntervalMs').composite);
-          console.debug(`gpu-widgets: refresh interval ${read()} ms`);
-          settings.changed.connect(() => {
-            console.debug(`gpu-widgets: refresh interval now ${read()} ms`);
-          });
+          const apply = (): void => {
+            const refresh = normalizeRefreshInterval(settings.get('refreshIntervalMs').composite);
+            console.debug(`gpu-widgets: refresh interval ${refresh} ms`);
+            model.configure({
+              refreshIntervalMs: refresh,
+              historyWindowS: normalizeHistoryWindow(settings.get('historyWindowS').composite)
+            });
+            sidebar.metrics = normalizeMetrics(settings.get('metrics').composite);
+            const show = normalizeShowStatusBar(settings.get('showStatusBarItem').composite);
+            if (show !== showStatusBar) {
+              showStatusBar = show;
+              statusBarChanged.emit();
+            }
+            model.setStatusBarActive(Boolean(statusBar) && showStatusBar);
+          };
+          apply();
+          settings.changed.connect(apply);
         })
         .catch(reason => {
           console.error('gpu-widgets: failed to load settings.', reason);

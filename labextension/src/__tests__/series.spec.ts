@@ -1,0 +1,142 @@
+/**
+ * The client-side history and the episodes the charts shade.
+ */
+import {
+  bucketBounds,
+  episodeKind,
+  episodeReasons,
+  lostEpisodes,
+  throttleEpisodes,
+  throttleLabel,
+  Timeline
+} from '../series';
+import { FakeHistory } from './utils';
+
+describe('throttleEpisodes', () => {
+  const t = [0, 1, 2, 3, 4, 5, 6];
+
+  it('finds each run of a reason, ignoring gpu_idle', () => {
+    const reasons = [
+      ['gpu_idle'],
+      ['sw_power_cap'],
+      ['sw_power_cap'],
+      ['gpu_idle'],
+      [],
+      ['hw_thermal_slowdown'],
+      ['gpu_idle']
+    ];
+    expect(throttleEpisodes(t, reasons)).toEqual([
+      { reason: 'sw_power_cap', start: 1, end: 3 },
+      { reason: 'hw_thermal_slowdown', start: 5, end: 6 }
+    ]);
+  });
+
+  it('keeps overlapping reasons apart and closes an episode still open at the end', () => {
+    const reasons = [
+      [],
+      ['sw_power_cap'],
+      ['sw_power_cap', 'sw_thermal_slowdown'],
+      ['sw_thermal_slowdown'],
+      ['sw_thermal_slowdown'],
+      null,
+      ['hw_slowdown']
+    ];
+    expect(throttleEpisodes(t, reasons)).toEqual([
+      { reason: 'sw_power_cap', start: 1, end: 3 },
+      { reason: 'sw_thermal_slowdown', start: 2, end: 5 },
+      { reason: 'hw_slowdown', start: 6, end: 6 }
+    ]);
+  });
+
+  it('finds nothing in an idle or unknown history', () => {
+    expect(throttleEpisodes(t, t.map(() => ['gpu_idle']))).toEqual([]);
+    expect(throttleEpisodes(t, t.map(() => null))).toEqual([]);
+    expect(throttleEpisodes([], [])).toEqual([]);
+  });
+});
+
+describe('lostEpisodes', () => {
+  it('finds the lost stretches', () => {
+    expect(lostEpisodes([0, 1, 2, 3, 4, 5], [false, true, true, false, true, true])).toEqual([
+      { reason: 'lost', start: 1, end: 3 },
+      { reason: 'lost', start: 4, end: 5 }
+    ]);
+    expect(lostEpisodes([0, 1], [false, false])).toEqual([]);
+  });
+});
+
+describe('episode words', () => {
+  it('names and groups reasons for the legend', () => {
+    expect(throttleLabel('sw_power_cap')).toBe('power cap');
+    expect(throttleLabel('hw_thermal_slowdown')).toBe('thermal (hardware)');
+    expect(throttleLabel('other_0x400')).toBe('other 0x400');
+    expect(throttleLabel('lost')).toBe('GPU lost');
+    expect(episodeKind('sw_power_cap')).toBe('power');
+    expect(episodeKind('hw_slowdown')).toBe('thermal');
+    expect(episodeKind('sync_boost')).toBe('other');
+    expect(episodeKind('lost')).toBe('lost');
+    expect(
+      episodeReasons([
+        { reason: 'lost', start: 0, end: 1 },
+        { reason: 'hw_thermal_slowdown', start: 0, end: 1 },
+        { reason: 'sw_power_cap', start: 2, end: 3 },
+        { reason: 'sw_power_cap', start: 5, end: 6 }
+      ])
+    ).toEqual(['sw_power_cap', 'hw_thermal_slowdown', 'lost']);
+  });
+});
+
+describe('Timeline', () => {
+  it('breaks the lines over a long pause', () => {
+    const h = new FakeHistory(1);
+    h.addRun(3, { util: 10 }, 100);
+    const tl = new Timeline();
+    tl.append(h.samples({}));
+    h.addRun(2, { util: 20 }, 200); // the tab was hidden for 100 s
+    expect(tl.append(h.samples({ since: 102 }))).toBe(2);
+    expect(tl.t).toEqual([100, 101, 102, 151, 200, 201]);
+    expect(tl.devices.get(0)!.values.utilization_gpu_percent).toEqual([10, 10, 10, null, 20, 20]);
+  });
+
+  it('pads a GPU that is missing from an answer, and one that appears later', () => {
+    const tl = new Timeline();
+    const two = new FakeHistory(2);
+    two.addRun(2, { util: 5 }, 10);
+    tl.append(two.samples({}));
+    const one = new FakeHistory(1);
+    one.addRun(1, { util: 7 }, 12);
+    tl.append(one.samples({}));
+    expect(tl.devices.get(1)!.values.utilization_gpu_percent).toEqual([5, 5, null]);
+    const three = new FakeHistory(3);
+    three.addRun(1, { util: 9 }, 13);
+    tl.append(three.samples({}));
+    expect(tl.devices.get(2)!.values.utilization_gpu_percent).toEqual([null, null, null, 9]);
+    expect(tl.devices.get(2)!.lost).toEqual([false, false, false, false]);
+  });
+
+  it('merges throttle reasons and lost flags when compacting', () => {
+    const h = new FakeHistory(1);
+    h.addRun(40, k => [{ throttle: k === 13 ? ['sw_power_cap'] : ['gpu_idle'], lost: k === 27 }], 0);
+    const tl = new Timeline();
+    tl.append(h.samples({}));
+    expect(tl.compact(20)).toBe(true);
+    const cols = tl.devices.get(0)!;
+    expect(tl.length).toBe(10);
+    expect(cols.throttle.filter(r => r && r.includes('sw_power_cap'))).toHaveLength(2);
+    expect(cols.lost.filter(Boolean)).toHaveLength(2);
+    expect(throttleEpisodes(tl.t, cols.throttle)).toHaveLength(1);
+    expect(tl.compact(20)).toBe(false);
+  });
+
+  it('cuts buckets of near-equal size', () => {
+    expect(bucketBounds(10, 3)).toEqual([
+      [0, 3],
+      [3, 6],
+      [6, 10]
+    ]);
+    expect(bucketBounds(2, 5)).toEqual([
+      [0, 1],
+      [1, 2]
+    ]);
+  });
+});

@@ -1,0 +1,233 @@
+/**
+ * Test helpers: an endpoint table that stands in for the request module, and a small fake
+ * of the server's history so `since` requests answer like the real one.
+ */
+import { Query } from '../request';
+import {
+  ApiError,
+  IDeviceHistory,
+  IDeviceInfo,
+  IDeviceProcesses,
+  IDevices,
+  IProcesses,
+  ISamples,
+  IStatus,
+  IUnavailable
+} from '../tokens';
+
+export const GIB = 1024 ** 3;
+
+/** How one endpoint answers: a body (from the query), an HTTP error, or no answer. */
+export type Reply =
+  | { body: (query: Query) => unknown }
+  | { status: number; code?: string | null; message?: string }
+  | { network: true };
+
+export interface IRecordedCall {
+  endpoint: string;
+  query: Query;
+}
+
+/**
+ * A stand-in for `requestAPI` answering from a mutable endpoint table; records every call.
+ * An endpoint missing from the table fails the test loudly.
+ */
+export class MockApi {
+  constructor(public table: { [endpoint: string]: Reply }) {}
+
+  readonly calls: IRecordedCall[] = [];
+
+  /** The calls of one endpoint. */
+  callsTo(endpoint: string): IRecordedCall[] {
+    return this.calls.filter(c => c.endpoint === endpoint);
+  }
+
+  handler = async (endpoint: string, query: Query = {}): Promise<unknown> => {
+    this.calls.push({ endpoint, query });
+    const reply = this.table[endpoint];
+    if (!reply) {
+      throw new Error(`no mocked reply for ${endpoint}`);
+    }
+    if ('network' in reply) {
+      throw new ApiError('network', endpoint, 'the Jupyter server did not answer (Failed to fetch)');
+    }
+    if ('status' in reply) {
+      throw new ApiError(
+        'http',
+        endpoint,
+        reply.message ?? `HTTP ${reply.status}`,
+        reply.status,
+        reply.code ?? null
+      );
+    }
+    // A copy, as JSON would be: the model must not share objects with the "server".
+    return JSON.parse(JSON.stringify(reply.body(query)));
+  };
+}
+
+export function status(overrides: Partial<IStatus> = {}): IStatus {
+  return {
+    backend: 'nvml',
+    status: 'ok',
+    reason: null,
+    driver_version: '580.65.06',
+    cuda_driver_version: '13.0',
+    nvml_version: '13.580.65.06',
+    interval_s: 1,
+    window_s: 3600,
+    server_time: 1000,
+    version: '0.1.0',
+    device_count: 2,
+    ...overrides
+  };
+}
+
+export function deviceInfo(index: number, overrides: Partial<IDeviceInfo> = {}): IDeviceInfo {
+  return {
+    index,
+    uuid: `GPU-${index}`,
+    name: 'NVIDIA H200',
+    status: 'ok',
+    memory_total_bytes: 141 * GIB,
+    power_limit_w: 700,
+    power_default_limit_w: 700,
+    max_sm_clock_mhz: 1980,
+    max_memory_clock_mhz: 2619,
+    cores: 16896,
+    memory_bus_width_bits: 5120,
+    memory_bandwidth_bytes_per_s: 3.35e12,
+    pcie_max_generation: 5,
+    pcie_max_width: 16,
+    compute_capability: '9.0',
+    mig_mode: 'disabled',
+    unavailable: {},
+    ...overrides
+  };
+}
+
+export function devices(n: number): IDevices {
+  return { backend: 'nvml', status: 'ok', reason: null, devices: [...Array(n).keys()].map(i => deviceInfo(i)) };
+}
+
+/** One point of one GPU in the fake history. */
+export interface IPoint {
+  util?: number | null;
+  memUsedGiB?: number | null;
+  temp?: number | null;
+  power?: number | null;
+  throttle?: string[] | null;
+  lost?: boolean;
+}
+
+/**
+ * The server's history, as `GET samples` serves it: points newer than `since`, capped at
+ * `max_points` by keeping the newest (enough for the model's logic; the real server
+ * min/max-buckets instead).
+ */
+export class FakeHistory {
+  constructor(public nDevices = 2, public backend: 'nvml' | 'simulated' = 'nvml') {}
+
+  readonly t: number[] = [];
+  readonly points: IPoint[][] = [];
+  serverTime = 1000;
+  intervalS = 1;
+
+  /** Add one sample at time `t` (one IPoint per GPU; missing GPUs get defaults). */
+  add(t: number, perGpu: IPoint[] = []): void {
+    this.t.push(t);
+    this.points.push([...Array(this.nDevices).keys()].map(i => perGpu[i] ?? {}));
+    this.serverTime = t + 0.1;
+  }
+
+  /** `n` samples one interval apart after the newest (or from `start`). */
+  addRun(n: number, point: IPoint | ((k: number) => IPoint[]) = {}, start?: number): void {
+    let t = start ?? (this.t.length ? this.t[this.t.length - 1] + this.intervalS : 900);
+    for (let k = 0; k < n; k++, t += this.intervalS) {
+      this.add(t, typeof point === 'function' ? point(k) : [...Array(this.nDevices)].map(() => point));
+    }
+  }
+
+  samples = (query: Query): ISamples => {
+    const since = query.since === undefined ? -Infinity : Number(query.since);
+    const maxPoints = query.max_points === undefined ? 600 : Number(query.max_points);
+    let idx = this.t.map((t, i) => [t, i]).filter(([t]) => t > since).map(([, i]) => i);
+    idx = idx.slice(Math.max(0, idx.length - maxPoints));
+    const devs: IDeviceHistory[] = [...Array(this.nDevices).keys()].map(d => {
+      const p = idx.map(i => this.points[i][d]);
+      const v = (f: (q: IPoint) => number | null): (number | null)[] =>
+        p.map(q => (q.lost ? null : f(q)));
+      return {
+        index: d,
+        uuid: `GPU-${d}`,
+        name: 'NVIDIA H200',
+        utilization_gpu_percent: v(q => q.util ?? 50),
+        utilization_memory_percent: v(q => Math.round((q.util ?? 50) * 0.4)),
+        memory_used_bytes: v(q => (q.memUsedGiB ?? 37) * GIB),
+        memory_free_bytes: v(q => (141 - (q.memUsedGiB ?? 37)) * GIB),
+        memory_total_bytes: v(() => 141 * GIB),
+        temperature_c: v(q => q.temp ?? 60),
+        fan_percent: v(() => null),
+        power_w: v(q => q.power ?? 300),
+        power_limit_w: v(() => 700),
+        energy_j: v(() => 1000),
+        sm_clock_mhz: v(() => 1980),
+        memory_clock_mhz: v(() => 2619),
+        graphics_clock_mhz: v(() => 1980),
+        performance_state: v(() => 0),
+        pcie_tx_bytes_per_s: v(() => 0),
+        pcie_rx_bytes_per_s: v(() => 0),
+        throttle_reasons: p.map(q => (q.lost ? null : q.throttle === undefined ? ['gpu_idle'] : q.throttle)),
+        lost: p.map(q => Boolean(q.lost))
+      };
+    });
+    return {
+      backend: this.backend,
+      status: 'ok',
+      interval_s: this.intervalS,
+      window_s: 3600,
+      server_time: this.serverTime,
+      timestamps: idx.map(i => this.t[i]),
+      devices: devs
+    };
+  };
+}
+
+export function processes(perGpu: IProcesses['devices'][number]['processes'][]): IProcesses {
+  return {
+    timestamp: 1000,
+    devices: perGpu.map((procs, index): IDeviceProcesses => ({
+      index,
+      uuid: `GPU-${index}`,
+      name: 'NVIDIA H200',
+      status: 'ok',
+      processes: procs,
+      unavailable: procs === null ? { processes: 'not read yet (read on the slow cadence)' } : ({} as IUnavailable)
+    }))
+  };
+}
+
+/** Resolve when `predicate()` holds, checking after every `changed` emission. */
+export function until(
+  changed: { connect: (fn: () => void) => boolean; disconnect: (fn: () => void) => boolean },
+  predicate: () => boolean,
+  timeoutMs = 5000
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (predicate()) {
+      resolve();
+      return;
+    }
+    const timer = setTimeout(() => {
+      changed.disconnect(check);
+      reject(new Error('condition not met in time'));
+    }, timeoutMs);
+    function check(): void {
+      if (predicate()) {
+        clearTimeout(timer);
+        changed.disconnect(check);
+        resolve();
+      }
+    }
+    changed.connect(check);
+  });
+}

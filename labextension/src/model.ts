@@ -1,0 +1,493 @@
+/**
+ * The sidebar's model: polls the server extension, keeps a bounded history per GPU, and
+ * tells views when something changed.
+ *
+ * One Lumino `Poll` drives everything (backoff on failure, standby while the browser tab is
+ * hidden or nobody looks). A tick asks:
+ * - `status` only when it is not known to be `ok` (at start, after any error, or when a
+ *   samples answer reports a different backend/status);
+ * - `samples?since=<newest timestamp held>` every tick: only what is new. The first request
+ *   asks for the whole history window, with `max_points` suited to the chart width;
+ * - `devices` (the spec cards) once, and again when the set of GPUs or a GPU's lost state
+ *   changes (the server re-reads a card when a GPU comes back);
+ * - `processes` at a slower cadence, and only while the panel is visible.
+ *
+ * The panel polls at the refresh interval while it is visible; when only the status-bar
+ * item needs data it polls `samples?since` every few seconds (cheap, and the history stays
+ * current for when the panel opens); with neither it stands by.
+ */
+import { IDisposable } from '@lumino/disposable';
+import { Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { ILatestValues } from './format';
+import { requestAPI } from './request';
+import { Timeline } from './series';
+import {
+  DEFAULT_HISTORY_WINDOW_S,
+  DEFAULT_REFRESH_INTERVAL_MS,
+  normalizeHistoryWindow,
+  normalizeRefreshInterval
+} from './settings';
+import {
+  ApiError,
+  IAttributedProcess,
+  IDeviceInfo,
+  IDevices,
+  IProcesses,
+  ISamples,
+  IStatus,
+  MonitorState
+} from './tokens';
+
+/** Poll period when only the status-bar item needs data. */
+export const STATUS_BAR_INTERVAL_MS = 5000;
+/** The longest wait between two tries while the server does not answer. */
+export const MAX_BACKOFF_MS = 30000;
+/** The process list is read on the server every 2 s (slow cadence): no use asking faster. */
+export const MIN_PROCESS_INTERVAL_MS = 2000;
+/** Bounds of `max_points` (2 points per chart pixel: min/max buckets). */
+export const MIN_MAX_POINTS = 120;
+export const MAX_MAX_POINTS = 2000;
+/** Chart width assumed until a view says otherwise. */
+const DEFAULT_CHART_WIDTH_PX = 300;
+
+/** One GPU as the views show it. */
+export interface IGpu {
+  index: number;
+  uuid: string | null;
+  name: string | null;
+  /** The GPU stopped answering (its newest point is lost, or its spec card says so). */
+  lost: boolean;
+  /** The spec card, once `devices` has been read. */
+  info: IDeviceInfo | null;
+  /** The newest values (null before the first sample). */
+  latest: ILatestValues | null;
+  /** Unix seconds of `latest`. */
+  latestTimestamp: number | null;
+  /** Its processes; null before the first read or when they could not be read. */
+  processes: IAttributedProcess[] | null;
+  /** Why `processes` is null (server's reason), when it is. */
+  processesUnavailable: string | null;
+}
+
+/** Turn a request failure into the state the sidebar shows. */
+export function stateFromError(error: unknown, retryInMs: number | null = null): MonitorState {
+  if (error instanceof ApiError) {
+    switch (error.kind) {
+      case 'network':
+        return { kind: 'network', message: error.message, retryInMs };
+      case 'bad_response':
+        return { kind: 'server_error', status: error.status, code: null, message: error.message };
+      case 'http':
+        // The server's own 404 page (not our JSON): the routes are not there at all.
+        if (error.status === 404 && error.code === null) {
+          return { kind: 'extension_missing' };
+        }
+        if (error.status === 403) {
+          return { kind: 'forbidden', message: error.message };
+        }
+        return { kind: 'server_error', status: error.status, code: error.code, message: error.message };
+    }
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return { kind: 'server_error', status: null, code: null, message: `unexpected error in the sidebar: ${message}` };
+}
+
+/** The state for a status answer. */
+export function stateFromStatus(status: IStatus): MonitorState {
+  switch (status.status) {
+    case 'starting':
+      return { kind: 'starting', reason: status.reason };
+    case 'no_gpu':
+      return { kind: 'no_gpu', reason: status.reason };
+    default:
+      return { kind: 'ok', backend: status.backend === 'simulated' ? 'simulated' : 'nvml' };
+  }
+}
+
+export namespace GpuModel {
+  export interface IOptions {
+    /** Poll period while the panel is visible (the `refreshIntervalMs` setting). */
+    refreshIntervalMs?: number;
+    /** Seconds of history kept and drawn (the `historyWindowS` setting). */
+    historyWindowS?: number;
+    /** Start polling when a view asks for data (default true; tests call `refresh()`). */
+    autoPoll?: boolean;
+    /** Clock in milliseconds (tests); default `Date.now`. */
+    now?: () => number;
+  }
+}
+
+export class GpuModel implements IDisposable {
+  constructor(options: GpuModel.IOptions = {}) {
+    this._refreshMs = normalizeRefreshInterval(options.refreshIntervalMs ?? DEFAULT_REFRESH_INTERVAL_MS);
+    this._windowS = normalizeHistoryWindow(options.historyWindowS ?? DEFAULT_HISTORY_WINDOW_S);
+    this._autoPoll = options.autoPoll ?? true;
+    this._now = options.now ?? Date.now;
+    this._poll = new Poll<void, unknown, 'standby'>({
+      auto: false,
+      factory: () => this._update(),
+      frequency: this._frequency(),
+      name: 'gpu-widgets:model',
+      standby: () => (this._panelVisible || this._statusBarActive ? 'when-hidden' : true)
+    });
+    this._poll.ticked.connect(this._onTicked, this);
+  }
+
+  /** Emitted after every update (new data, a new state, a new setting). */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** What the sidebar shows. */
+  get state(): MonitorState {
+    return this._state;
+  }
+
+  /** The last `status` answer (null before it, and after an error until the next one). */
+  get status(): IStatus | null {
+    return this._lastStatus;
+  }
+
+  /** Readings come from simulated GPUs: views must say so. */
+  get simulated(): boolean {
+    return this._lastStatus?.backend === 'simulated';
+  }
+
+  /** The history held (read-only for views). */
+  get timeline(): Timeline {
+    return this._timeline;
+  }
+
+  /** The GPUs, by index. */
+  get gpus(): readonly IGpu[] {
+    return this._gpus;
+  }
+
+  get refreshIntervalMs(): number {
+    return this._refreshMs;
+  }
+
+  get historyWindowS(): number {
+    return this._windowS;
+  }
+
+  /** Points per GPU asked for when a long stretch of history is fetched. */
+  get maxPoints(): number {
+    return Math.max(MIN_MAX_POINTS, Math.min(MAX_MAX_POINTS, Math.round(2 * this._chartWidthPx)));
+  }
+
+  /** The most points held per GPU before the history is compacted (min/max buckets). */
+  get pointCap(): number {
+    return Math.max(2000, 4 * this.maxPoints);
+  }
+
+  /** How often the process list is asked for while the panel is visible. */
+  get processIntervalMs(): number {
+    return Math.max(MIN_PROCESS_INTERVAL_MS, 2 * this._refreshMs);
+  }
+
+  /** The poll's current period (ms). */
+  get pollIntervalMs(): number {
+    return this._poll.frequency.interval;
+  }
+
+  /** Whether the poll is running (a view asked for data). */
+  get polling(): boolean {
+    return this._started;
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /** Apply new settings live. */
+  configure(options: { refreshIntervalMs?: unknown; historyWindowS?: unknown }): void {
+    let changed = false;
+    if (options.refreshIntervalMs !== undefined) {
+      const ms = normalizeRefreshInterval(options.refreshIntervalMs);
+      changed = changed || ms !== this._refreshMs;
+      this._refreshMs = ms;
+    }
+    if (options.historyWindowS !== undefined) {
+      const s = normalizeHistoryWindow(options.historyWindowS);
+      if (s > this._windowS) {
+        // Older history than held is needed: fetch the whole (longer) window again.
+        this._timeline.clear();
+      } else if (s < this._windowS) {
+        this._timeline.trim(s);
+      }
+      changed = changed || s !== this._windowS;
+      this._windowS = s;
+    }
+    if (changed) {
+      this._syncPoll();
+      this._emit();
+      if (this._started) {
+        void this._poll.refresh();
+      }
+    }
+  }
+
+  /** The sidebar panel was shown or hidden. */
+  setPanelVisible(visible: boolean): void {
+    if (visible === this._panelVisible) {
+      return;
+    }
+    this._panelVisible = visible;
+    this._syncPoll();
+    if (visible && this._started) {
+      void this._poll.refresh();
+    }
+  }
+
+  /** The status-bar item needs (or no longer needs) data. */
+  setStatusBarActive(active: boolean): void {
+    if (active === this._statusBarActive) {
+      return;
+    }
+    this._statusBarActive = active;
+    this._syncPoll();
+  }
+
+  /** The width charts are drawn at, in CSS pixels (sets `max_points`). */
+  setChartWidth(px: number): void {
+    if (Number.isFinite(px) && px > 0) {
+      this._chartWidthPx = px;
+    }
+  }
+
+  /**
+   * Ask now instead of waiting for the next tick (the "Retry now" button; tests).
+   * Never rejects: failures become the state.
+   */
+  async refresh(): Promise<void> {
+    try {
+      await this._update();
+    } catch {
+      // the state says what happened
+    }
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._poll.dispose();
+    Signal.clearData(this);
+  }
+
+  // -- polling ---------------------------------------------------------------------------
+
+  private _frequency(): { interval: number; backoff: boolean; max: number } {
+    const interval = this._panelVisible
+      ? this._refreshMs
+      : Math.max(this._refreshMs, STATUS_BAR_INTERVAL_MS);
+    return { interval, backoff: true, max: Math.max(MAX_BACKOFF_MS, interval) };
+  }
+
+  private _syncPoll(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._poll.frequency = this._frequency();
+    if (this._autoPoll && !this._started && (this._panelVisible || this._statusBarActive)) {
+      this._started = true;
+      void this._poll.start();
+    }
+  }
+
+  private _onTicked(poll: Poll<void, unknown, 'standby'>): void {
+    // After a failure the poll waits longer each time: tell the user when it tries again.
+    if (poll.state.phase === 'rejected' && this._state.kind === 'network') {
+      this._state = { ...this._state, retryInMs: poll.state.interval };
+      this._emit();
+    }
+  }
+
+  /** One update; concurrent callers (the poll, a refresh) share the one in flight. */
+  private _update(): Promise<void> {
+    if (!this._inflight) {
+      this._inflight = this._fetch().finally(() => {
+        this._inflight = null;
+      });
+    }
+    return this._inflight;
+  }
+
+  private async _fetch(): Promise<void> {
+    if (this._isDisposed) {
+      return;
+    }
+    try {
+      if (this._status === null || this._status.status !== 'ok') {
+        const status = await requestAPI<IStatus>('status');
+        this._acceptStatus(status);
+        if (status.status !== 'ok') {
+          this._state = stateFromStatus(status);
+          this._emit();
+          return;
+        }
+      }
+      const now = this._now();
+      const wantProcesses = this._panelVisible && now - this._processesAt >= this.processIntervalMs;
+      const [samples, devices, processes] = await Promise.all([
+        requestAPI<ISamples>('samples', { since: this._nextSince(), max_points: this.maxPoints }),
+        this._devicesStale ? requestAPI<IDevices>('devices') : Promise.resolve(null),
+        wantProcesses ? requestAPI<IProcesses>('processes') : Promise.resolve(null)
+      ]);
+      if (this._isDisposed) {
+        return;
+      }
+      if (devices) {
+        this._devices = new Map(devices.devices.map(d => [d.index, d]));
+        this._devicesStale = false;
+      }
+      if (processes) {
+        this._processes = processes;
+        this._processesAt = now;
+      }
+      this._acceptSamples(samples);
+      this._state = stateFromStatus(this._lastStatus!);
+      this._emit();
+    } catch (error) {
+      if (this._isDisposed) {
+        return;
+      }
+      if (!(error instanceof ApiError)) {
+        console.error('gpu-widgets: unexpected error while updating', error);
+      }
+      this._status = null; // ask for the status first on the next try
+      this._state = stateFromError(error, this._state.kind === 'network' ? this._state.retryInMs : null);
+      this._emit();
+      throw error; // the poll backs off
+    }
+  }
+
+  private _acceptStatus(status: IStatus): void {
+    const changed =
+      this._lastStatus === null ||
+      this._lastStatus.backend !== status.backend ||
+      this._lastStatus.status !== status.status;
+    this._status = status;
+    this._lastStatus = status;
+    this._clockOffsetS = this._now() / 1000 - status.server_time;
+    if (changed) {
+      this._devicesStale = true;
+      this._processesAt = -Infinity;
+    }
+  }
+
+  /** Unix seconds (server clock) after which samples are asked for. */
+  private _nextSince(): number {
+    const last = this._timeline.last;
+    if (last !== null) {
+      return last;
+    }
+    const serverNow = this._now() / 1000 - this._clockOffsetS;
+    return Math.max(0, serverNow - this._windowS);
+  }
+
+  private _acceptSamples(samples: ISamples): void {
+    const status = this._status;
+    if (status && (samples.status !== status.status || samples.backend !== status.backend)) {
+      // The server's backend changed under us (e.g. restarted): re-read status and cards.
+      this._status = null;
+    }
+    this._clockOffsetS = this._now() / 1000 - samples.server_time;
+    const before = this._lostFlags();
+    this._timeline.append(samples);
+    this._timeline.trim(this._windowS);
+    this._timeline.compact(this.pointCap);
+    const after = this._lostFlags();
+    if (before && before !== after) {
+      // A GPU was lost or came back, or the set of GPUs changed: re-read the spec cards
+      // (the first fill needs no re-read: the cards were asked for with it).
+      this._devicesStale = true;
+    }
+  }
+
+  /** A fingerprint of each GPU's identity and newest lost flag. */
+  private _lostFlags(): string {
+    const tl = this._timeline;
+    const n = tl.length;
+    return tl
+      .sortedDevices()
+      .map(d => `${d.index}:${d.uuid}:${n ? d.lost[n - 1] : false}`)
+      .join('|');
+  }
+
+  private _emit(): void {
+    this._gpus = this._buildGpus();
+    this._changed.emit();
+  }
+
+  private _buildGpus(): IGpu[] {
+    const tl = this._timeline;
+    const n = tl.length;
+    const indices = new Set<number>([...tl.devices.keys(), ...this._devices.keys()]);
+    const procs = new Map((this._processes?.devices ?? []).map(d => [d.index, d]));
+    const out: IGpu[] = [];
+    for (const index of [...indices].sort((a, b) => a - b)) {
+      const cols = tl.devices.get(index);
+      const info = this._devices.get(index) ?? null;
+      let latest: ILatestValues | null = null;
+      let lost = info?.status === 'lost';
+      if (cols && n) {
+        const i = n - 1;
+        const v = cols.values;
+        lost = cols.lost[i];
+        latest = {
+          index,
+          lost,
+          utilization_gpu_percent: v.utilization_gpu_percent[i],
+          utilization_memory_percent: v.utilization_memory_percent[i],
+          memory_used_bytes: v.memory_used_bytes[i],
+          memory_total_bytes: v.memory_total_bytes[i] ?? info?.memory_total_bytes ?? null,
+          temperature_c: v.temperature_c[i],
+          power_w: v.power_w[i],
+          power_limit_w: v.power_limit_w[i] ?? info?.power_limit_w ?? null
+        };
+      }
+      const p = procs.get(index);
+      out.push({
+        index,
+        uuid: cols?.uuid ?? info?.uuid ?? null,
+        name: cols?.name ?? info?.name ?? null,
+        lost,
+        info,
+        latest,
+        latestTimestamp: latest ? tl.t[n - 1] : null,
+        processes: p?.processes ?? null,
+        processesUnavailable: p && p.processes === null ? p.unavailable['processes'] ?? 'not available' : null
+      });
+    }
+    return out;
+  }
+
+  private _autoPoll: boolean;
+  private _changed = new Signal<this, void>(this);
+  private _chartWidthPx = DEFAULT_CHART_WIDTH_PX;
+  private _clockOffsetS = 0;
+  private _devices = new Map<number, IDeviceInfo>();
+  private _devicesStale = true;
+  private _gpus: IGpu[] = [];
+  private _inflight: Promise<void> | null = null;
+  private _isDisposed = false;
+  private _lastStatus: IStatus | null = null;
+  private _now: () => number;
+  private _panelVisible = false;
+  private _poll: Poll<void, unknown, 'standby'>;
+  private _processes: IProcesses | null = null;
+  private _processesAt = -Infinity;
+  private _refreshMs: number;
+  private _started = false;
+  private _state: MonitorState = { kind: 'loading' };
+  /** The status as far as polling goes: null means "ask again". */
+  private _status: IStatus | null = null;
+  private _statusBarActive = false;
+  private _timeline = new Timeline();
+  private _windowS: number;
+}

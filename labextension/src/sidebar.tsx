@@ -1,0 +1,139 @@
+/**
+ * The left-sidebar panel: a Lumino widget that renders the React views and tells the model
+ * when it is visible (the model polls fast only then) and how wide the charts are.
+ */
+import { ReactWidget } from '@jupyterlab/ui-components';
+import { Message } from '@lumino/messaging';
+import { ISignal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+import * as React from 'react';
+
+import { IViewContext, SidebarView } from './components';
+import { gpuIcon } from './icons';
+import { GpuModel } from './model';
+import { FALLBACK_PALETTE, IPalette, readPalette } from './palette';
+import { METRIC_IDS, MetricId } from './tokens';
+
+export namespace GpuSidebar {
+  export interface IOptions {
+    model: GpuModel;
+    /** Open a file of the server's root (a process's notebook). */
+    openPath: (path: string) => void;
+    /** JupyterLab's theme changes (IThemeManager.themeChanged): charts re-read colours. */
+    themeChanged?: ISignal<unknown, unknown> | null;
+  }
+}
+
+/** Horizontal space around a chart inside the panel (card padding and border). */
+const CHART_INSET_PX = 34;
+
+export class GpuSidebar extends ReactWidget {
+  constructor(options: GpuSidebar.IOptions) {
+    super();
+    this.id = 'gpu-widgets-sidebar';
+    this.addClass('jp-GpuWidgets');
+    this.addClass('jp-GpuWidgets-sidebar');
+    this.title.icon = gpuIcon;
+    this.title.caption = 'GPU Dashboard';
+    this.node.setAttribute('role', 'region');
+    this.node.setAttribute('aria-label', 'GPU Dashboard');
+    this._model = options.model;
+    this._openPath = options.openPath;
+    this._model.changed.connect(this._onModelChanged, this);
+    options.themeChanged?.connect(this._onThemeChanged, this);
+  }
+
+  get model(): GpuModel {
+    return this._model;
+  }
+
+  /** The metrics each card shows (the `metrics` setting). */
+  get metrics(): readonly MetricId[] {
+    return this._metrics;
+  }
+
+  set metrics(metrics: readonly MetricId[]) {
+    this._metrics = metrics;
+    this.update();
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    window.clearTimeout(this._themeTimer);
+    this._model.setPanelVisible(false);
+    super.dispose();
+  }
+
+  protected render(): JSX.Element {
+    const ctx: IViewContext = {
+      model: this._model,
+      metrics: this._metrics,
+      palette: this._palette,
+      openPath: this._openPath
+    };
+    return <SidebarView {...ctx} />;
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this._readPalette();
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._measure();
+    this._model.setPanelVisible(true);
+    this.update();
+  }
+
+  protected onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    this._model.setPanelVisible(false);
+  }
+
+  protected onResize(msg: Widget.ResizeMessage): void {
+    super.onResize(msg);
+    this._measure();
+  }
+
+  private _measure(): void {
+    const width = this.node.clientWidth;
+    if (width > 0) {
+      this._model.setChartWidth(width - CHART_INSET_PX);
+    }
+  }
+
+  private _onModelChanged(): void {
+    // Hidden: nothing to draw (the status bar has its own view); shown again: onAfterShow.
+    if (this.isVisible) {
+      this.update();
+    }
+  }
+
+  private _onThemeChanged(): void {
+    // The new theme's CSS may land a moment after the signal: read now and once more later.
+    this._readPalette();
+    window.clearTimeout(this._themeTimer);
+    this._themeTimer = window.setTimeout(() => this._readPalette(), 400);
+  }
+
+  private _readPalette(): void {
+    if (!this.isAttached) {
+      return;
+    }
+    const next = readPalette(this.node);
+    if (JSON.stringify(next) !== JSON.stringify(this._palette)) {
+      this._palette = next;
+      this.update();
+    }
+  }
+
+  private _metrics: readonly MetricId[] = METRIC_IDS;
+  private _model: GpuModel;
+  private _openPath: (path: string) => void;
+  private _palette: IPalette = FALLBACK_PALETTE;
+  private _themeTimer = 0;
+}
+

@@ -1,0 +1,217 @@
+"""Start a real JupyterLab for browser tests and screenshots, and drive the Debian chromium.
+
+``LabServer`` runs ``jupyter lab`` from this venv as a subprocess on a free port with a
+token, in its own process group, with throw-away config, settings, workspaces and runtime
+directories (so neither the developer's settings nor an old workspace leak in), and kills
+the whole group when done. ``launch_chromium`` starts the system chromium through
+Playwright (never a browser downloaded by ``playwright install``).
+
+Used by tests/test_labextension_activates.py, tests/test_sidebar_browser.py and
+scripts/screenshots.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+# Headless in a container, no network beyond localhost (see the shared RECIPES).
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+BIN = Path(sys.executable).parent
+
+# Variables that choose what the server extension reads: a test sets them itself.
+_BACKEND_VARS = (
+    "GPU_WIDGETS_BACKEND",
+    "GPU_WIDGETS_SIMULATED_GPUS",
+    "GPU_WIDGETS_SIMULATED_FAULTS",
+    "GPU_WIDGETS_SIMULATED_SEED",
+    "FAKE_NVML_CONFIG",
+    "CUDA_VISIBLE_DEVICES",
+)
+
+# No news pop-up and no update check: nothing covers the page in screenshots.
+QUIET_SETTINGS: dict[str, dict[str, Any]] = {
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chromium_available() -> bool:
+    return Path(CHROMIUM).is_file()
+
+
+def write_user_settings(settings_dir: Path, settings: Mapping[str, Mapping[str, Any]]) -> None:
+    """Write JupyterLab user settings: ``{"pkg:plugin": {...}}`` -> ``pkg/plugin.jupyterlab-settings``."""
+    for plugin_id, values in settings.items():
+        package, _, plugin = plugin_id.partition(":")
+        path = settings_dir / package / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values, indent=2))
+
+
+class LabServer:
+    """A running ``jupyter lab``; use as a context manager (or call start/stop)."""
+
+    def __init__(
+        self,
+        workdir: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
+        settings: Mapping[str, Mapping[str, Any]] | None = None,
+        startup_timeout_s: float = 90,
+    ) -> None:
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="gw-lab-"))
+        self.root = self.workdir / "root"
+        self.settings_dir = self.workdir / "settings"
+        self.log_path = self.workdir / "jupyter-lab.log"
+        self.port = free_port()
+        self.token = secrets.token_hex(16)
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.extra_env = dict(env or {})
+        self.extra_args = list(args)
+        self.settings = {**QUIET_SETTINGS, **(settings or {})}
+        self.startup_timeout_s = startup_timeout_s
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> LabServer:
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_user_settings(self.settings_dir, self.settings)
+        cmd = [
+            str(BIN / "jupyter"),
+            "lab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            "--ServerApp.port_retries=0",  # fail rather than silently move to another port
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            f"--LabApp.workspaces_dir={self.workdir / 'workspaces'}",
+            *self.extra_args,
+        ]
+        if os.geteuid() == 0:
+            cmd.append("--allow-root")
+        env = {k: v for k, v in os.environ.items() if k not in _BACKEND_VARS}
+        env.update(
+            # Keep the user's own config, settings and runtime files out.
+            JUPYTER_CONFIG_DIR=str(self.workdir / "config"),
+            JUPYTERLAB_SETTINGS_DIR=str(self.settings_dir),
+            JUPYTER_RUNTIME_DIR=str(self.workdir / "runtime"),
+        )
+        env.update(self.extra_env)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                cmd, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + self.startup_timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if self.get_json("api/status") is not None:
+                    return
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"jupyter lab did not answer in {self.startup_timeout_s} s:\n{self.log_tail()}")
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=15)
+            except ProcessLookupError:
+                pass
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> LabServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- helpers -----------------------------------------------------------------------------
+    def lab_url(self) -> str:
+        """The JupyterLab page, with a fresh workspace and the token."""
+        return f"{self.base_url}/lab?reset&token={self.token}"
+
+    def get_json(self, path: str, **query: Any) -> Any:
+        """GET ``{base_url}/{path}`` with the token; the parsed JSON (raises HTTPError on errors)."""
+        url = f"{self.base_url}/{path.lstrip('/')}"
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        req = urllib.request.Request(url, headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read().decode())
+
+    def request_json(self, method: str, path: str, body: Any = None) -> Any:
+        """POST/DELETE/... ``{base_url}/{path}`` with the token and a JSON body; the parsed answer."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(
+            f"{self.base_url}/{path.lstrip('/')}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            text = resp.read().decode()
+            return json.loads(text) if text else None
+
+    def api(self, endpoint: str, **query: Any) -> Any:
+        """GET the gpu-widgets API: ``api("samples", since=...)``."""
+        return self.get_json(f"gpu-widgets/api/v1/{endpoint}", **query)
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return "(no server log)"
+
+
+def launch_chromium(playwright: Any) -> Any:
+    """The Debian chromium, headless, through Playwright's sync API."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
