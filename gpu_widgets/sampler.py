@@ -71,7 +71,8 @@ class Sampler:
         self._latest: dict[str, Any] | None = None
         self._slow: dict[int, dict[str, Any]] = {}
         self._slow_ready = threading.Event()
-        self._uuids: list[str | None] = []
+        # None until start() reads them: compose() then takes them from each read (tick() before start()).
+        self._uuids: list[str | None] | None = None
         self.ticks = 0
         self.skipped_ticks = 0
         self.subscriber_errors = 0

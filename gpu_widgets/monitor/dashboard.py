@@ -1,0 +1,201 @@
+"""GpuDashboard: the GPUs of this machine, live, over the last few minutes (what ``%gpuwatch`` shows).
+
+Reads the sampler's bounded history, never the GPUs themselves. A timer thread (default once a
+second, the sampler's pace) redraws four charts: busy %, memory %, temperature and power, one
+line per GPU against seconds before now. The thread stops with ``stop()``/``close()`` or when
+nothing references the dashboard any more.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from html import escape
+import weakref
+from typing import Any, Callable
+
+from ..sampler import Sampler
+from . import sampling
+from .cell_hooks import in_kernel
+from .header import render_dashboard
+from .process_gpus import check_choice, watched
+from .torch_probe import probe
+from .view import ChartsView, color
+
+# (chart, title, y label, y range, value per device sample)
+CHARTS: tuple[tuple[str, str, str, tuple[float | None, float | None]], ...] = (
+    ("utilization", "busy (%)", "%", (0.0, 100.0)),
+    ("memory", "memory used (%)", "%", (0.0, 100.0)),
+    ("temperature", "temperature (°C)", "°C", (None, None)),
+    ("power", "power (W)", "W", (0.0, None)),
+)
+MAX_WINDOW_S = 3600.0
+
+
+def _series(dev: dict[str, Any], chart: str) -> list[float | None]:
+    if chart == "utilization":
+        return dev["utilization_gpu_percent"]
+    if chart == "memory":
+        return [None if u is None or not t else 100.0 * u / t for u, t in zip(dev["memory_used_bytes"], dev["memory_total_bytes"])]
+    if chart == "temperature":
+        return dev["temperature_c"]
+    return dev["power_w"]
+
+
+class _Handles:
+    """What a live dashboard holds outside itself; released by stop() or when it is collected."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.leased: list[Sampler] = []
+
+    def release(self) -> None:
+        self.stop.set()
+        while self.leased:
+            sampling.release(self.leased.pop())
+
+
+def _loop(ref: "weakref.ref[GpuDashboard]", stop: threading.Event, period: float) -> None:
+    while not stop.wait(period):
+        dash = ref()
+        if dash is None:
+            return
+        dash.refresh()
+        del dash
+
+
+class GpuDashboard:
+    """Live charts of the GPUs over the last ``window_s`` seconds.
+
+    ``gpus``: ``"auto"`` (the GPUs this process uses: PyTorch's, else CUDA_VISIBLE_DEVICES, else
+    all), ``"all"``, or NVML indices such as ``[0, 1]``.
+    """
+
+    def __init__(self, *, window_s: float = 300.0, gpus: Any = "auto", refresh_s: float = 1.0,
+                 max_points: int = 600, display: bool = True, start: bool = True,
+                 sampler: Sampler | None = None) -> None:
+        if isinstance(window_s, bool) or not isinstance(window_s, (int, float)) or not 10 <= window_s <= MAX_WINDOW_S:
+            raise ValueError(f"window_s must be a number of seconds from 10 to {MAX_WINDOW_S:g}, got {window_s!r}")
+        if isinstance(refresh_s, bool) or not isinstance(refresh_s, (int, float)) or not 0.25 <= refresh_s <= 60:
+            raise ValueError(f"refresh_s must be a number of seconds from 0.25 to 60, got {refresh_s!r}")
+        if isinstance(max_points, bool) or not isinstance(max_points, int) or not 4 <= max_points <= 10_000:
+            raise ValueError(f"max_points must be a whole number from 4 to 10000, got {max_points!r}")
+        self.gpus = check_choice(gpus)
+        if sampler is not None and not isinstance(sampler, Sampler):
+            raise TypeError(f"sampler must be a gpu_widgets.sampler.Sampler, got {type(sampler).__name__}")
+        self.window_s = float(window_s)
+        self.refresh_s = float(refresh_s)
+        self.max_points = max_points
+        self._sampler_arg = sampler
+        self._sampler: Sampler | None = sampler
+        self._config_error: str | None = None
+        self._handles = _Handles()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.errors: list[str] = []
+        self._view = ChartsView(render_dashboard(None, None, self.window_s, False), time_domain=(-self.window_s, 0.0))
+        for name, title, unit, (lo, hi) in CHARTS:
+            self._view.define_chart(name, shared_x=True, title=title, x_label="seconds (0 = now)", y_label=unit, y_min=lo, y_max=hi,
+                                    height="220px")
+        weakref.finalize(self, self._handles.release)  # a dropped dashboard returns its lease
+        if start:
+            self.start()
+        if display and in_kernel():
+            from IPython.display import display as show
+
+            show(self)
+
+    @property
+    def widget(self) -> Any:
+        return self._view.widget
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> "GpuDashboard":
+        """Start (or restart) the live updates. Idempotent."""
+        if self.running:
+            return self
+        h = self._handles
+        if self._sampler_arg is None and not h.leased:
+            try:
+                self._sampler = sampling.acquire()
+                h.leased.append(self._sampler)
+            except sampling.ConfigError as exc:
+                self._config_error = str(exc)
+        h.stop = threading.Event()
+        self._thread = threading.Thread(target=_loop, args=(weakref.ref(self), h.stop, self.refresh_s),
+                                        name="gpu-widgets-dashboard", daemon=True)
+        self._thread.start()
+        self.refresh()
+        return self
+
+    def stop(self) -> None:
+        """Stop the live updates (the charts keep their last state). Idempotent."""
+        thread, self._thread = self._thread, None
+        self._handles.release()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5.0)
+        self.refresh()
+
+    def close(self) -> None:
+        """Stop and remove the widgets."""
+        self.stop()
+        self._view.close()
+
+    def _guard(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception as exc:  # shown, never raised into the notebook
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            del self.errors[:-20]
+
+    def refresh(self) -> None:
+        """Redraw from the sampler's history now."""
+        if not self._lock.acquire(timeout=5.0):
+            return
+        try:
+            self._guard(self._draw)
+        finally:
+            self._lock.release()
+
+    def _draw(self) -> None:
+        sampler = self._sampler
+        snap = sampler.latest if sampler is not None else None
+        lines = []
+        missing: list[int] = []
+        shown = None
+        if snap is not None:
+            shown = watched(self.gpus, snap, probe([d.get("uuid") for d in snap.get("devices", ())],
+                                                   snap.get("cuda_visible_devices")))
+            now = snap["timestamp"]
+            hist = sampler.history.since(now - self.window_s, max_points=self.max_points)
+            xs = [t - now for t in hist["timestamps"]]
+            present = {d["index"] for d in hist["devices"]}
+            missing = sorted(set(self.gpus) - present) if isinstance(self.gpus, frozenset) and present else []
+            for dev in hist["devices"]:
+                if shown is not None and dev["index"] not in shown:
+                    continue
+                for name, *_ in CHARTS:
+                    ys = [float("nan") if v is None else v for v in _series(dev, name)]
+                    lines.append((name, f"GPU {dev['index']}", color(dev["index"]), "solid", xs, ys))
+        html = render_dashboard(snap, shown, self.window_s, self.running, self._config_error, missing)
+        if self.errors:
+            html += f'<div style="color:#c62828">dashboard problem: {escape(self.errors[-1])}</div>'
+        self._view.update(html, lines)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = self._view.widget._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = repr(self)
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"<GpuDashboard {'live' if self.running else 'stopped'}, last {self.window_s:g} s>"
+
+
+def wait_for_sample(sampler: Sampler, timeout: float = 3.0) -> bool:
+    """True once the sampler has a sample (the first tick comes up to one interval after start)."""
+    end = time.monotonic() + timeout
+    while sampler.latest is None and time.monotonic() < end:
+        time.sleep(0.05)
+    return sampler.latest is not None

@@ -1,0 +1,267 @@
+"""The GPU samples one run (or one ``%%gpuwatch`` cell) saw: per-GPU columns, plot curves and totals.
+
+Fed with sampler snapshots on the monitor's thread. Keeps, per GPU: the samples in columns (about
+100 bytes per sample, so a day at 1 Hz on 8 GPUs is ~70 MB, not the ~400 MB dicts would take),
+bounded plot curves (utilization, memory, temperature, power, PyTorch's memory; x = seconds since
+the start), throttle episodes, and running totals for the header, the advice and summaries: mean
+and peak utilization, peak memory, peak temperature and power, energy, time spent throttled.
+
+Rows for files are flat: ``{"time", "gpu", <field>..., "throttle_reasons"}``; a GPU's ``name``
+and the ``backend`` are written on its first row and whenever they change (readers carry them
+forward), which keeps ``gpu.jsonl`` near 250 bytes a sample.
+"""
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..throttle import SLOWDOWNS, mask_from_names, names_from_mask
+from .decimator import Decimator
+
+# Snapshot fields kept per sample (all numeric), in the order the files show them.
+FIELDS: tuple[str, ...] = (
+    "utilization_gpu_percent",
+    "utilization_memory_percent",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+    "energy_j",
+    "sm_clock_mhz",
+)
+# PyTorch's allocator on this GPU, when this process uses it through torch (see torch_probe).
+TORCH_FIELDS: tuple[str, ...] = ("torch_allocated_bytes", "torch_reserved_bytes", "torch_peak_allocated_bytes")
+# Whole numbers; stored as floats (NaN = missing), given back as ints.
+INT_FIELDS = frozenset({"utilization_gpu_percent", "utilization_memory_percent", "memory_used_bytes",
+                        "memory_total_bytes", "sm_clock_mhz", *TORCH_FIELDS})
+GIB = float(1 << 30)
+MAX_EPISODES = 1000  # throttle episodes kept for the charts (the totals count them all)
+# A gap longer than this between two samples is not counted as time spent throttled.
+MAX_GAP_S = 5.0
+NAN = math.nan
+NO_REASONS = -1  # throttle mask column: reasons not readable
+
+
+@dataclass
+class DeviceTrace:
+    index: int
+    uuid: str | None = None
+    name: str | None = None
+    samples: int = 0
+    lost_samples: int = 0
+    util_sum: float = 0.0
+    util_n: int = 0
+    util_peak: float | None = None
+    memory_first: float | None = None
+    memory_peak: float | None = None
+    memory_total: float | None = None
+    temperature_peak: float | None = None
+    power_peak: float | None = None
+    energy_first: float | None = None
+    energy_last: float | None = None
+    throttled_s: dict[str, float] = field(default_factory=dict)
+    # [start, end] of each stretch of samples with a slowdown reason, oldest first
+    episodes: list[list[float]] = field(default_factory=list)
+    throttled_last: bool = False
+    torch_allocated_min: float | None = None
+    torch_peak_allocated: float | None = None
+    latest: dict[str, Any] = field(default_factory=dict)
+    last_t: float | None = None
+    # bounded curves for the charts, x = seconds since the trace's t0
+    curves: dict[str, Decimator] = field(default_factory=dict)
+    # the samples, in columns
+    times: array = field(default_factory=lambda: array("d"))
+    columns: dict[str, array] = field(default_factory=lambda: {f: array("d") for f in FIELDS + TORCH_FIELDS})
+    throttle: array = field(default_factory=lambda: array("q"))
+    lost: array = field(default_factory=lambda: array("b"))
+
+    @property
+    def util_mean(self) -> float | None:
+        return self.util_sum / self.util_n if self.util_n else None
+
+    @property
+    def energy_j(self) -> float | None:
+        if self.energy_first is None or self.energy_last is None:
+            return None
+        return max(0.0, self.energy_last - self.energy_first)
+
+    def row(self, i: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"time": self.times[i], "gpu": self.index}
+        for f, col in self.columns.items():
+            v = col[i]
+            out[f] = None if v != v else (int(v) if f in INT_FIELDS else v)
+        mask = self.throttle[i]
+        out["throttle_reasons"] = None if mask == NO_REASONS else names_from_mask(mask)
+        for f in TORCH_FIELDS:
+            if out[f] is None:
+                del out[f]  # this GPU was not PyTorch's at that time
+        if self.lost[i]:
+            out["lost"] = True
+        return out
+
+
+def _peak(old: float | None, new: Any) -> float | None:
+    if new is None:
+        return old
+    return new if old is None or new > old else old
+
+
+# chart curve -> (row field, divisor)
+CURVES: dict[str, tuple[str, float]] = {
+    "util": ("utilization_gpu_percent", 1.0),
+    "memory": ("memory_used_bytes", GIB),
+    "temperature": ("temperature_c", 1.0),
+    "power": ("power_w", 1.0),
+    "torch_allocated": ("torch_allocated_bytes", GIB),
+    "torch_reserved": ("torch_reserved_bytes", GIB),
+    "torch_peak": ("torch_peak_allocated_bytes", GIB),
+}
+
+
+def episode_line(episodes: list[list[float]], y: float) -> tuple[list[float], list[float]]:
+    """Throttle episodes as one line of segments at height ``y``, NaN between them (a gap)."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for start, end in episodes:
+        if end == start:
+            end = start + 0.5  # one sample: still visible
+        xs += [start, end, end]
+        ys += [y, y, NAN]
+    return xs, ys
+
+
+class GpuTrace:
+    def __init__(self, t0: float, max_points: int = 2000) -> None:
+        self.t0 = t0
+        self.max_points = max_points
+        self.devices: dict[int, DeviceTrace] = {}
+        self.order = array("h")  # the GPU of each sample, in arrival order
+        self.backend: str | None = None
+        self.status: str | None = None
+        self.reason: str | None = None
+        self.last_snapshot: dict[str, Any] | None = None
+        self._labels_written: dict[int, tuple[Any, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def _device(self, index: int) -> DeviceTrace:
+        d = self.devices.get(index)
+        if d is None:
+            d = self.devices[index] = DeviceTrace(index, curves={name: Decimator(self.max_points) for name in CURVES})
+        return d
+
+    def add_snapshot(self, snap: Mapping[str, Any], watched: Iterable[int] | None = None,
+                     extra: Mapping[int, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Fold in one sampler snapshot (only the ``watched`` GPUs; all when None); ``extra`` adds
+        fields per GPU index (PyTorch's memory). Returns its rows as they go to a file (labels only
+        where they changed)."""
+        self.backend, self.status, self.reason = snap.get("backend"), snap.get("status"), snap.get("reason")
+        self.last_snapshot = dict(snap)
+        keep = None if watched is None else set(watched)
+        t = snap["timestamp"]
+        rows = []
+        for dev in snap.get("devices", ()):
+            if keep is not None and dev["index"] not in keep:
+                continue
+            row: dict[str, Any] = {"time": t, "gpu": dev["index"], "name": dev.get("name"), "backend": self.backend}
+            for f in FIELDS:
+                row[f] = dev.get(f)
+            row["throttle_reasons"] = dev.get("throttle_reasons")
+            if extra and dev["index"] in extra:
+                row.update(extra[dev["index"]])
+            if dev.get("status") == "lost":
+                row["lost"] = True
+            self._device(dev["index"]).uuid = dev.get("uuid")
+            self.add_row(row)
+            rows.append(self.file_row(row))
+        return rows
+
+    def file_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` without the labels a reader already has from an earlier row of this GPU."""
+        labels = (row.get("name"), row.get("backend"))
+        if self._labels_written.get(row["gpu"]) == labels:
+            return {k: v for k, v in row.items() if k not in ("name", "backend")}
+        self._labels_written[row["gpu"]] = labels
+        return row
+
+    def add_row(self, row: Mapping[str, Any]) -> None:
+        """Fold in one flat sample row (from a snapshot, or from a saved run)."""
+        d = self._device(int(row["gpu"]))
+        d.name = row.get("name") or d.name
+        self.backend = row.get("backend") or self.backend  # a saved run stays labelled simulated
+        t = float(row["time"])
+        d.times.append(t)
+        for f, col in d.columns.items():
+            v = row.get(f)
+            col.append(NAN if v is None else v)
+        reasons = row.get("throttle_reasons")
+        d.throttle.append(NO_REASONS if reasons is None else mask_from_names(reasons))
+        d.lost.append(1 if row.get("lost") else 0)
+        self.order.append(d.index)  # last: a reader on another thread finds the columns filled
+        d.samples += 1
+        if row.get("lost"):
+            d.lost_samples += 1
+            d.last_t = t
+            d.throttled_last = False
+            return
+        d.latest = dict(row)
+        util, used, total = row.get("utilization_gpu_percent"), row.get("memory_used_bytes"), row.get("memory_total_bytes")
+        if util is not None:
+            d.util_sum += util
+            d.util_n += 1
+            d.util_peak = _peak(d.util_peak, util)
+        if used is not None:
+            d.memory_first = used if d.memory_first is None else d.memory_first
+            d.memory_peak = _peak(d.memory_peak, used)
+        if total:
+            d.memory_total = total
+        d.temperature_peak = _peak(d.temperature_peak, row.get("temperature_c"))
+        d.power_peak = _peak(d.power_peak, row.get("power_w"))
+        energy = row.get("energy_j")
+        if energy is not None:
+            d.energy_first = energy if d.energy_first is None else d.energy_first
+            d.energy_last = energy
+        slow = [r for r in reasons or () if r in SLOWDOWNS]
+        x = t - self.t0
+        if slow:
+            if d.throttled_last and d.last_t is not None and t - d.last_t <= MAX_GAP_S:
+                d.episodes[-1][1] = x  # the episode goes on
+            else:
+                d.episodes.append([x, x])
+                del d.episodes[:-MAX_EPISODES]
+        d.throttled_last = bool(slow)
+        if d.last_t is not None and 0 < t - d.last_t <= MAX_GAP_S:
+            for reason in slow:
+                d.throttled_s[reason] = d.throttled_s.get(reason, 0.0) + (t - d.last_t)
+        d.last_t = t
+        allocated, peak = row.get("torch_allocated_bytes"), row.get("torch_peak_allocated_bytes")
+        if allocated is not None:
+            d.torch_allocated_min = allocated if d.torch_allocated_min is None else min(d.torch_allocated_min, allocated)
+        d.torch_peak_allocated = _peak(d.torch_peak_allocated, peak)
+        for name, (source, scale) in CURVES.items():
+            v = row.get(source)
+            d.curves[name].extend((x,), (NAN if v is None else v / scale,))
+
+    def rows(self, labels: str = "all") -> list[dict[str, Any]]:
+        """Every sample in arrival order; ``labels``: "all" (name and backend on every row) or
+        "changes" (as files hold them)."""
+        out = []
+        seen: dict[int, tuple[Any, Any]] = {}
+        pos: dict[int, int] = {}
+        for index in list(self.order):
+            d = self.devices[index]
+            i = pos.get(index, 0)
+            pos[index] = i + 1
+            row = d.row(i)
+            label = (d.name, self.backend)
+            if labels == "all" or seen.get(index) != label:
+                row = {"time": row["time"], "gpu": index, "name": d.name, "backend": self.backend,
+                       **{k: v for k, v in row.items() if k not in ("time", "gpu")}}
+                seen[index] = label
+            out.append(row)
+        return out

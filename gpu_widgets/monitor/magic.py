@@ -1,0 +1,247 @@
+"""``%gpuwatch`` and ``%%gpuwatch``: load with ``%load_ext gpu_widgets``.
+
+    %gpuwatch [--window SECONDS] [--interval SECONDS] [--gpus auto|all|0,1]
+        show a live GPU dashboard (replaces the previous one)
+    %gpuwatch stop
+        stop the live dashboard
+    %%gpuwatch [--interval SECONDS] [--gpus auto|all|0,1] [--window SECONDS] [--quiet]
+        run the cell while watching the GPUs, then print what they did
+
+Bad options print the usage and change nothing (an IPython UsageError: no traceback).
+The cell's own exception is re-raised unchanged after the summary is printed.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import math
+import sys
+import time
+from collections import deque
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from ..sampler import MIN_INTERVAL_S, get_sampler
+from . import sampling
+from .cell_summary import summarize
+from .dashboard import MAX_WINDOW_S, GpuDashboard
+from .gpu_trace import GpuTrace
+from .process_gpus import watched
+from .torch_probe import probe
+
+USAGE_TAIL = """
+examples:
+  %gpuwatch                      live dashboard of the GPUs this kernel uses
+  %gpuwatch --gpus all --window 600
+  %gpuwatch stop
+  %%gpuwatch --interval 0.5      (first line of a cell) run the cell, then print a GPU summary
+"""
+
+
+class _Exit(Exception):
+    """argparse finished early (``--help``): nothing else to do."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message}\n\n{self.format_help()}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
+        if message:
+            print(message, file=sys.stderr)
+        raise _Exit()
+
+
+def _seconds(lo: float, hi: float) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        if not math.isfinite(value) or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be from {lo:g} to {hi:g} seconds, got {text!r}")
+        return value
+
+    return parse
+
+
+def _gpus(text: str) -> Any:
+    if text in ("auto", "all"):
+        return text
+    try:
+        indices = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto, all or GPU indices such as 0,1; got {text!r}") from None
+    if not indices or any(i < 0 for i in indices):
+        raise argparse.ArgumentTypeError(f"expected auto, all or GPU indices such as 0,1; got {text!r}")
+    return frozenset(indices)
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(
+        prog="%gpuwatch",
+        description="Watch the GPUs: a live dashboard (%gpuwatch) or a summary of one cell (%%gpuwatch).",
+        epilog=USAGE_TAIL,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=True,
+    )
+    parser.add_argument("action", nargs="?", choices=["stop"], help="stop the live dashboard (line magic only)")
+    parser.add_argument("--window", type=_seconds(10, MAX_WINDOW_S), default=300.0, metavar="SECONDS",
+                        help="how much history the charts show (10-3600, default 300)")
+    parser.add_argument("--interval", type=_seconds(MIN_INTERVAL_S, 60), metavar="SECONDS",
+                        help=f"sampling interval for this kernel ({MIN_INTERVAL_S:g}-60; default: unchanged, 1 s at start)")
+    parser.add_argument("--gpus", type=_gpus, default="auto", metavar="auto|all|0,1",
+                        help="which GPUs: the ones this kernel uses (auto, default), all, or NVML indices")
+    parser.add_argument("--quiet", action="store_true", help="%%%%gpuwatch: no live charts, only the summary")
+    return parser
+
+
+def _in_kernel(shell: Any) -> bool:
+    return getattr(shell, "kernel", None) is not None
+
+
+@magics_class
+class GpuWatchMagics(Magics):
+    dashboard: GpuDashboard | None = None
+
+    @line_cell_magic
+    def gpuwatch(self, line: str = "", cell: str | None = None) -> Any:
+        """Watch the GPUs. ``%gpuwatch --help`` lists the options."""
+        __tracebackhide__ = True
+        try:
+            args = build_parser().parse_args(line.split())
+        except _Exit:
+            return None
+        if cell is None:
+            return self._line(args)
+        if args.action:
+            raise UsageError(f"'{args.action}' is for the line magic: %gpuwatch {args.action}\n\n{build_parser().format_help()}")
+        return self._cell(args, cell)
+
+    # -- %gpuwatch ------------------------------------------------------------------------------
+    def _stop_dashboard(self) -> bool:
+        dash, GpuWatchMagics.dashboard = GpuWatchMagics.dashboard, None
+        if dash is None:
+            return False
+        dash.stop()
+        return True
+
+    def _line(self, args: argparse.Namespace) -> None:
+        if args.action == "stop":
+            print("gpuwatch: live dashboard stopped" if self._stop_dashboard() else "gpuwatch: no live dashboard to stop")
+            return
+        try:
+            sampler = sampling.acquire(args.interval)
+        except sampling.ConfigError as exc:
+            print(f"gpuwatch: GPU monitoring off: {exc}", file=sys.stderr)
+            return
+        try:
+            if args.interval is not None:
+                print(f"gpuwatch: sampling every {args.interval:g} s (for this whole kernel)")
+            self._stop_dashboard()
+            if not _in_kernel(self.shell):
+                # No front end to draw widgets (terminal IPython): print the GPUs once instead.
+                from ..cli_format import render_snapshot
+                from .dashboard import wait_for_sample
+
+                wait_for_sample(sampler)
+                if sampler.latest is not None:
+                    from .. import __version__
+
+                    print(render_snapshot(sampler.latest, __version__))
+                return
+            GpuWatchMagics.dashboard = GpuDashboard(window_s=args.window, gpus=args.gpus, display=True)
+        finally:
+            sampling.release(sampler)
+
+    # -- %%gpuwatch -----------------------------------------------------------------------------
+    def _cell(self, args: argparse.Namespace, cell: str) -> Any:
+        __tracebackhide__ = True  # IPython hides this frame from the cell's traceback
+        config_error = None
+        sampler = None
+        old_interval = None
+        try:
+            old_interval = get_sampler(start=False).interval_s  # restored after the cell
+            sampler = sampling.acquire(args.interval)
+        except sampling.ConfigError as exc:
+            config_error = str(exc)
+        inbox: deque[dict[str, Any]] = deque(maxlen=100_000)
+        unsubscribe = None
+        dash = None
+        t0 = time.time()
+        trace = GpuTrace(t0=t0)
+        if sampler is not None:
+            latest = sampler.latest
+            if latest is not None and latest["timestamp"] > t0 - 2 * sampler.interval_s:
+                inbox.append(latest)
+            unsubscribe = sampler.subscribe(inbox.append)
+            if not args.quiet and _in_kernel(self.shell):
+                try:
+                    dash = GpuDashboard(window_s=args.window, gpus=args.gpus, sampler=sampler, display=True)
+                except Exception as exc:  # the cell runs whatever happens to the charts
+                    print(f"gpuwatch: no live charts ({type(exc).__name__}: {exc})", file=sys.stderr)
+        error: BaseException | None = None
+        result = None
+        try:
+            result = self._run(cell)
+        except BaseException as exc:  # KeyboardInterrupt too: summarise, then re-raise as is
+            error = exc
+        duration = time.time() - t0
+        try:
+            self._summarize(args, sampler, trace, inbox, unsubscribe, dash, duration, old_interval, config_error)
+        except Exception as exc:
+            print(f"gpuwatch: could not summarise ({type(exc).__name__}: {exc})", file=sys.stderr)
+        if error is not None:
+            raise error
+        return result
+
+    def _summarize(self, args, sampler, trace, inbox, unsubscribe, dash, duration, old_interval, config_error) -> None:
+        try:
+            if unsubscribe is not None:
+                unsubscribe()
+            if dash is not None:
+                dash.stop()
+            torch_state = None
+            while inbox:
+                snap = inbox.popleft()
+                if torch_state is None:
+                    torch_state = probe([d.get("uuid") for d in snap.get("devices", ())], snap.get("cuda_visible_devices"))
+                trace.add_snapshot(snap, watched(args.gpus, snap, torch_state))
+            interval = sampler.interval_s if sampler is not None else 0.0
+            text, data = summarize(trace, duration, interval, torch_state, config_error)
+            print(text)
+            self.shell.user_ns["_gpuwatch"] = data
+        finally:
+            if sampler is not None:
+                if args.interval is not None and old_interval is not None:
+                    sampler.interval_s = old_interval
+                sampling.release(sampler)
+
+    def _run(self, cell: str) -> Any:
+        """Run the cell like IPython would: its last expression becomes the result (``Out``)."""
+        __tracebackhide__ = True
+        shell = self.shell
+        source = shell.transform_cell(cell)
+        # A cached name lets tracebacks show the cell's own lines.
+        name = shell.compile.cache(source, shell.execution_count, raw_code=cell)
+        tree = shell.transform_ast(shell.compile.ast_parse(source, filename=name))
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        ns = shell.user_ns
+        exec(shell.compile(tree, name, "exec"), ns)
+        if last is not None:
+            return eval(shell.compile(last, name, "eval"), ns)
+        return None
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    ipython.register_magics(GpuWatchMagics)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    if GpuWatchMagics.dashboard is not None:
+        GpuWatchMagics.dashboard.stop()
+        GpuWatchMagics.dashboard = None

@@ -1,0 +1,212 @@
+"""Everything a run logged, in columns: cheap to append from the training loop, safe to read from
+the monitor's thread without a lock.
+
+A row is one ``log()`` call: its step and wall time. Each key is a sparse column (the rows it
+was logged at, and its values), so a key logged every 100 steps holds 1 % as many values, and a
+key that appears mid-run needs no back-filling. A column holds ints (``array('q')``) until a
+float arrives, then floats (``array('d')``), so ints come back as ints.
+
+Concurrency: one thread appends (the loop); readers take ``len`` first and never look past a row
+that was not yet published (``size`` is incremented last, under the GIL). Readers copy slices,
+which are atomic in CPython; they never hold a buffer on an array the loop appends to.
+"""
+from __future__ import annotations
+
+import math
+from array import array
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .scalars import Deferred, coerce
+
+NAN = math.nan
+RESERVED = frozenset({"step", "time"})
+
+
+class Series:
+    """One key's values and the rows they were logged at."""
+
+    __slots__ = ("key", "rows", "values")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.rows = array("q")
+        self.values = array("q")
+
+    @property
+    def is_int(self) -> bool:
+        return self.values.typecode == "q"
+
+    def widen(self) -> None:
+        """Switch to floats for good (a float arrived, or an int beyond 64 bits)."""
+        if self.values.typecode == "q":
+            self.values = array("d", self.values)
+
+
+class Records:
+    def __init__(self) -> None:
+        self.steps = array("q")
+        self.times = array("d")
+        self.size = 0  # published rows
+        self.next_step = 0
+        self.series: dict[str, Series] = {}
+        # (series, position, row, Deferred): values read later on the monitor's thread.
+        self.deferred: deque[tuple[Series, int, int, Deferred]] = deque()
+        self.tensor_devices: set[str] = set()  # device types of the tensors logged ("cpu", "cuda")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(self.series)  # first-logged order
+
+    @property
+    def last_step(self) -> int | None:
+        return self.steps[self.size - 1] if self.size else None
+
+    def append(self, step: int, t: float, values: Mapping[str, Any]) -> None:
+        """Add one row. Values are validated as they go; a bad one undoes the row and raises."""
+        row = self.size
+        series = self.series
+        try:
+            for key, v in values.items():
+                s = series.get(key)
+                if s is None:
+                    s = self._new_series(key)
+                tv = type(v)
+                if tv is float or tv is int:
+                    try:
+                        s.values.append(v)
+                    except (TypeError, OverflowError):  # a float (or huge int) into an int column
+                        s.widen()
+                        s.values.append(v)
+                else:
+                    self._append_other(s, row, v)
+                s.rows.append(row)
+            self.steps.append(step)
+            self.times.append(t)
+        except BaseException:  # including KeyboardInterrupt mid-row: leave no half row behind
+            self._undo(row, values)
+            raise
+        self.size = row + 1
+        self.next_step = step + 1
+
+    def _new_series(self, key: str) -> Series:
+        if key in RESERVED:
+            raise ValueError(f"log({key}=...): {key!r} is reserved for the row's own {key}; use another name")
+        s = self.series[key] = Series(key)
+        return s
+
+    def _append_other(self, s: Series, row: int, v: Any) -> None:
+        value = coerce(s.key, v, self.tensor_devices)
+        if isinstance(value, Deferred):
+            s.widen()
+            s.values.append(NAN)  # placeholder until the monitor's thread reads the tensor
+            self.deferred.append((s, len(s.values) - 1, row, value))
+            return
+        try:
+            s.values.append(value)
+        except (TypeError, OverflowError):
+            s.widen()
+            s.values.append(value)
+
+    def _undo(self, row: int, values: Iterable[str]) -> None:
+        for key in values:
+            s = self.series.get(key)
+            if s is None:
+                continue
+            if len(s.values) > len(s.rows):  # value appended, row not yet
+                s.values.pop()
+            if s.rows and s.rows[-1] == row:
+                s.rows.pop()
+                s.values.pop()
+            if not s.rows and not s.values:
+                del self.series[key]  # a key that never got a value does not exist
+        del self.steps[row:]
+        del self.times[row:]
+        while self.deferred and self.deferred[-1][2] == row:
+            self.deferred.pop()
+
+    # -- loading -------------------------------------------------------------------------------
+    def extend_rows(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Add whole rows (``{"step", "time", key: value...}``), e.g. from a saved file."""
+        for r in rows:
+            values = {k: v for k, v in r.items() if k not in RESERVED}
+            step = r.get("step")
+            self.append(self.next_step if step is None else int(step), float(r.get("time", NAN)), values)
+
+    # -- reading (any thread) ------------------------------------------------------------------
+    def resolve_deferred(self) -> list[str]:
+        """Read the tensors logged since the last call; returns error messages (the value stays NaN)."""
+        errors = []
+        while self.deferred:
+            try:
+                s, pos, _row, d = self.deferred.popleft()
+            except IndexError:
+                break
+            try:
+                s.values[pos] = d.read()
+            except Exception as exc:  # a tensor that cannot be read (freed device, meta tensor)
+                errors.append(f"could not read the tensor logged as {s.key!r}: {exc}")
+        return errors
+
+    def published_positions(self, s: Series, n_rows: int) -> int:
+        """How many of ``s``'s values belong to the first ``n_rows`` rows."""
+        m = min(len(s.rows), len(s.values))
+        while m and s.rows[m - 1] >= n_rows:
+            m -= 1
+        return m
+
+    def points(self, key: str, start: int, n_rows: int, time_origin: float | None = None) -> tuple[list[float], list[float], int]:
+        """x and values of ``key`` from value position ``start``, up to row ``n_rows``. x is the
+        step, or with ``time_origin`` the seconds from then to when the row was logged."""
+        s = self.series.get(key)
+        if s is None:  # a key whose only value was just refused (log() undid it)
+            return [], [], start
+        end = self.published_positions(s, n_rows)
+        rows = s.rows[start:end]
+        values = s.values[start:end]
+        if time_origin is not None:
+            times = self.times
+            return [times[r] - time_origin for r in rows], list(values), end
+        steps = self.steps
+        return [steps[r] for r in rows], list(values), end
+
+    def rows(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+        """Rows ``start..stop`` as flat dicts: ``{"step", "time", key: value...}`` (keys logged there only)."""
+        stop = self.size if stop is None else min(stop, self.size)
+        if start >= stop:
+            return []
+        out = [{"step": self.steps[i], "time": self.times[i]} for i in range(start, stop)]
+        for key, s in list(self.series.items()):
+            end = self.published_positions(s, stop)
+            pos = bisect_left(s.rows, start, 0, end)
+            rows, values = s.rows[pos:end], s.values[pos:end]
+            for r, v in zip(rows, values):
+                out[r - start][key] = v
+        return out
+
+    def latest(self) -> dict[str, Any]:
+        """Each key's newest value."""
+        out = {}
+        n = self.size
+        for key, s in list(self.series.items()):
+            m = self.published_positions(s, n)
+            if m:
+                out[key] = s.values[m - 1]
+        return out
+
+    def rate(self, window_s: float | None = None) -> float | None:
+        """Rows per second over the last ``window_s`` seconds of logging (None: the whole run)."""
+        n = self.size
+        if n < 2:
+            return None
+        times = self.times
+        end = times[n - 1]
+        first = 0 if window_s is None else bisect_left(times, end - window_s, 0, n - 1)
+        dt = end - times[first]
+        return (n - 1 - first) / dt if dt > 0 else None
+
+    def series_values(self, key: str) -> tuple[list[int], list[int | float]]:
+        steps, values, _ = self.points(key, 0, self.size)
+        return steps, values

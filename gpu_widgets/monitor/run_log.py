@@ -1,0 +1,216 @@
+"""The run log: every run's steps and GPU samples written to disk as they happen.
+
+Location: ``$GPU_WIDGETS_RUN_DIR``, else ``<user data dir>/gpu-widgets/runs``
+(``~/.local/share/gpu-widgets/runs`` on Linux, ``~/Library/Application Support/gpu-widgets/runs``
+on macOS, ``%LOCALAPPDATA%\\gpu-widgets\\runs`` on Windows). One directory per run::
+
+    20261202-153012-my-model-3f9a1c/
+        run.json      title, times, status, batch size, backend, GPUs (rewritten on each status change)
+        steps.jsonl   one flat object per log() call (see run_files)
+        gpu.jsonl     one flat object per GPU per sample
+
+Writing happens on the monitor's thread, never in ``log()``; lines are flushed to the OS at
+least every ``flush_s`` (default 1 s, at most 5 s), so a killed kernel loses at most that much.
+The directory is bounded: when a run starts, the oldest runs are removed until all runs fit in
+``$GPU_WIDGETS_RUN_DIR_MAX_MB`` (default 200 MB). Only directories this module made are ever
+removed, never the current run and never one written to in the last 10 minutes (another
+kernel's live run). ``GPU_WIDGETS_RUN_LOG=0`` turns the run log off everywhere.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .run_files import dumps
+
+ENV_DIR = "GPU_WIDGETS_RUN_DIR"
+ENV_MAX_MB = "GPU_WIDGETS_RUN_DIR_MAX_MB"
+ENV_ENABLED = "GPU_WIDGETS_RUN_LOG"
+DEFAULT_MAX_MB = 200.0
+MAX_FLUSH_S = 5.0
+LIVE_GRACE_S = 600.0
+META, STEPS, GPU = "run.json", "steps.jsonl", "gpu.jsonl"
+FORMAT_VERSION = 1
+_RUN_NAME = re.compile(r"\d{8}-\d{6}-[a-z0-9-]*-[0-9a-f]{6}\Z")
+
+
+def enabled_by_env(env: Mapping[str, str] | None = None) -> bool:
+    value = (os.environ if env is None else env).get(ENV_ENABLED, "").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
+def default_root(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get(ENV_DIR, "").strip():
+        return Path(env[ENV_DIR]).expanduser()
+    return _user_data_dir() / "runs"
+
+
+def _user_data_dir() -> Path:
+    try:
+        import platformdirs  # a jupyter_core dependency, so present wherever Jupyter is
+
+        return Path(platformdirs.user_data_dir("gpu-widgets", appauthor=False))
+    except ImportError:
+        pass
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "gpu-widgets"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "gpu-widgets"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "gpu-widgets"
+
+
+def max_bytes_from_env(env: Mapping[str, str] | None = None) -> int:
+    raw = (os.environ if env is None else env).get(ENV_MAX_MB, "").strip()
+    if not raw:
+        return int(DEFAULT_MAX_MB * 1e6)
+    try:
+        mb = float(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_MAX_MB}={raw!r} is not a number of megabytes") from None
+    if not mb > 0:
+        raise ValueError(f"{ENV_MAX_MB}={raw!r} must be a positive number of megabytes")
+    return int(mb * 1e6)
+
+
+def slug(title: str | None) -> str:
+    text = re.sub(r"[^a-z0-9]+", "-", (title or "run").lower()).strip("-")
+    return text[:40].strip("-") or "run"
+
+
+def _size_and_mtime(path: Path) -> tuple[int, float]:
+    size, mtime = 0, 0.0
+    for f in path.iterdir():
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        size += st.st_size
+        mtime = max(mtime, st.st_mtime)
+    return size, mtime
+
+
+def prune(root: Path, max_bytes: int, keep: Path | None = None, now: float | None = None) -> list[Path]:
+    """Remove the oldest run directories under ``root`` until the runs fit in ``max_bytes``."""
+    now = time.time() if now is None else now
+    runs = []
+    for p in root.iterdir() if root.is_dir() else ():
+        if p.is_dir() and _RUN_NAME.match(p.name) and (p / META).is_file():
+            size, mtime = _size_and_mtime(p)
+            runs.append((mtime, size, p))
+    total = sum(size for _, size, _ in runs)
+    removed = []
+    for mtime, size, p in sorted(runs, key=lambda r: r[0]):
+        if total <= max_bytes:
+            break
+        if keep is not None and p.resolve() == keep.resolve():
+            continue
+        if now - mtime < LIVE_GRACE_S:
+            continue  # maybe another kernel's run in progress
+        shutil.rmtree(p, ignore_errors=True)
+        total -= size
+        removed.append(p)
+    return removed
+
+
+def write_meta(run_dir: Path, meta: Mapping[str, Any]) -> None:
+    tmp = run_dir / f".{META}.tmp"
+    tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    os.replace(tmp, run_dir / META)  # readers never see half a file
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+class RunLog:
+    """One run's directory. Not thread-safe: only the monitor's thread (or finish) calls it."""
+
+    def __init__(self, root: Path, meta: Mapping[str, Any], max_bytes: int, flush_s: float = 1.0) -> None:
+        if not 0 < flush_s <= MAX_FLUSH_S:
+            raise ValueError(f"flush_s must be in (0, {MAX_FLUSH_S}] seconds, got {flush_s!r}")
+        self.root = Path(root)
+        self.meta = {"format": FORMAT_VERSION, **meta}
+        self.max_bytes = max_bytes
+        self.flush_s = flush_s
+        self.path: Path | None = None
+        self.pruned: list[Path] = []
+        self._steps = None
+        self._gpu = None
+        self._last_flush = 0.0
+        self._dirty = False
+
+    def open(self) -> Path:
+        self.root.mkdir(parents=True, exist_ok=True)
+        name = f"{time.strftime('%Y%m%d-%H%M%S')}-{slug(self.meta.get('title'))}-{secrets.token_hex(3)}"
+        path = self.root / name
+        path.mkdir()
+        self.path = path
+        write_meta(path, self.meta)
+        self._steps = open(path / STEPS, "a", encoding="utf-8")
+        self._gpu = open(path / GPU, "a", encoding="utf-8")
+        self.pruned = prune(self.root, self.max_bytes, keep=path)
+        return path
+
+    def reopen(self, **fields: Any) -> None:
+        """Continue a closed run log in the same directory (a run resumed after a pause)."""
+        if self.path is None:
+            self.open()
+        elif self._steps is None:
+            self._steps = open(self.path / STEPS, "a", encoding="utf-8")
+            self._gpu = open(self.path / GPU, "a", encoding="utf-8")
+        if fields:
+            self.update_meta(**fields)
+
+    def write_steps(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        self._write(self._steps, rows)
+
+    def write_gpu(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        self._write(self._gpu, rows)
+
+    def _write(self, f: Any, rows: Iterable[Mapping[str, Any]]) -> None:
+        lines = [dumps(r) + "\n" for r in rows]
+        if lines and f is not None:
+            f.write("".join(lines))
+            self._dirty = True
+
+    def flush(self, now: float | None = None, force: bool = False) -> None:
+        """Hand the written lines to the OS when ``flush_s`` has passed (or ``force``)."""
+        now = time.monotonic() if now is None else now
+        if self._dirty and (force or now - self._last_flush >= self.flush_s):
+            for f in (self._steps, self._gpu):
+                if f is not None:
+                    f.flush()
+            self._dirty = False
+            self._last_flush = now
+
+    def update_meta(self, **fields: Any) -> None:
+        self.meta.update(fields)
+        if self.path is not None:
+            write_meta(self.path, self.meta)
+
+    def close(self, **fields: Any) -> None:
+        try:
+            self.flush(force=True)
+        finally:
+            for f in (self._steps, self._gpu):
+                if f is not None:
+                    f.close()
+            self._steps = self._gpu = None
+        if fields:
+            self.update_meta(**fields)
+
+    @property
+    def closed(self) -> bool:
+        return self._steps is None

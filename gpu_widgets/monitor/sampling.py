@@ -1,0 +1,53 @@
+"""Leases on the process-wide sampler, so its threads run only while a widget needs them.
+
+Monitors, dashboards and ``%%gpuwatch`` cells take a lease while they watch. The first lease
+starts the shared sampler; when the last one is returned, the sampler is stopped again, unless
+something else had started it before (then it is not ours to stop).
+"""
+from __future__ import annotations
+
+import threading
+
+from ..backends import ConfigError
+from ..sampler import Sampler, get_sampler
+
+_lock = threading.Lock()
+_holders = 0
+_started_here = False
+
+
+def acquire(interval_s: float | None = None) -> Sampler:
+    """The shared sampler, running (at ``interval_s`` when given: for the whole process).
+
+    Raises ConfigError for bad backend settings.
+    """
+    global _holders, _started_here
+    with _lock:
+        sampler = get_sampler(start=False)
+        if _holders == 0:
+            _started_here = not sampler.running
+        if interval_s is not None:
+            faster = interval_s < sampler.interval_s
+            sampler.interval_s = interval_s
+            if faster and sampler.running:
+                # A running sampler would first sleep out its old, longer interval.
+                sampler.stop(timeout=2.0)
+        sampler.start()
+        _holders += 1
+        return sampler
+
+
+def release(sampler: Sampler) -> None:
+    global _holders, _started_here
+    with _lock:
+        _holders = max(0, _holders - 1)
+        if _holders == 0 and _started_here:
+            _started_here = False
+            sampler.stop(timeout=2.0)
+
+
+def holders() -> int:
+    return _holders
+
+
+__all__ = ["ConfigError", "acquire", "holders", "release"]

@@ -1,0 +1,85 @@
+"""GpuDashboard: charts from the sampler's history, bounded, labelled, and threads that end."""
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import pytest
+
+from gpu_widgets import GpuDashboard
+from gpu_widgets.monitor import sampling
+
+from .widget_helpers import marks, no_gpu_sampler, shared_simulated, simulated_sampler  # noqa: F401
+
+
+def dashboard_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "gpu-widgets-dashboard" and t.is_alive()]
+
+
+def header(dash: GpuDashboard) -> str:
+    return dash.widget.children[0].value
+
+
+def test_four_charts_one_line_per_gpu_bounded():
+    sampler = simulated_sampler(n_gpus=3)
+    dash = GpuDashboard(sampler=sampler, start=False, display=False, window_s=3600, max_points=100)
+    for _ in range(1500):
+        sampler.tick()
+    dash.refresh()
+    assert set(dash._view.charts) == {"utilization", "memory", "temperature", "power"}
+    for name, chart in dash._view.charts.items():
+        assert set(chart.lines) == {"GPU 0", "GPU 1", "GPU 2"}, name
+        for line in chart.lines.values():
+            assert 0 < len(line.x) <= 100 and len(line.y) == len(line.x)
+            assert line.x[-1] == 0.0  # the newest sample is "now"
+    util = dash._view.charts["utilization"].lines["GPU 0"].y
+    assert all(0 <= v <= 100 for v in util)
+    text = header(dash)
+    assert "SIMULATED GPUs" in text and "Simulated NVIDIA H100" in text and "% busy" in text
+
+
+def test_chosen_gpus_and_missing_ones():
+    sampler = simulated_sampler()
+    sampler.tick()
+    dash = GpuDashboard(sampler=sampler, start=False, display=False, gpus=[1, 5])
+    dash.refresh()
+    assert set(marks(dash._view.charts, "utilization")) == {"GPU 1"}
+    assert "no GPU with index 5 here" in header(dash)
+    with pytest.raises(ValueError, match="gpus must be 'auto', 'all' or a list"):
+        GpuDashboard(gpus="one", display=False, start=False)
+    with pytest.raises(ValueError, match="window_s must be a number of seconds from 10 to 3600"):
+        GpuDashboard(window_s=1, display=False, start=False)
+    with pytest.raises(ValueError, match="refresh_s"):
+        GpuDashboard(refresh_s=0, display=False, start=False)
+
+
+def test_no_gpu_says_why():
+    sampler = no_gpu_sampler("NVML Shared Library Not Found")
+    sampler.tick()
+    dash = GpuDashboard(sampler=sampler, start=False, display=False)
+    dash.refresh()
+    assert "No GPU: NVML Shared Library Not Found" in header(dash)
+    assert dash._view.charts == {}
+
+
+def test_live_updates_and_threads_that_end(shared_simulated):
+    dash = GpuDashboard(display=False, refresh_s=0.25)
+    assert dash.running and len(dashboard_threads()) == 1 and sampling.holders() == 1
+    deadline = time.monotonic() + 5
+    while not dash._view.charts and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "GPU 0" in marks(dash._view.charts, "power")  # drawn by its own thread
+    assert "live" in header(dash)
+    dash.stop()
+    assert not dash.running and not dashboard_threads() and sampling.holders() == 0
+    assert "stopped" in header(dash)
+    # A dashboard nobody holds any more stops and gives its lease back.
+    dropped = GpuDashboard(display=False, refresh_s=0.25)
+    assert sampling.holders() == 1
+    del dropped
+    gc.collect()
+    deadline = time.monotonic() + 3
+    while dashboard_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not dashboard_threads() and sampling.holders() == 0

@@ -1,0 +1,127 @@
+"""The example notebooks run in a real JupyterLab (Debian chromium through Playwright) and draw
+their bqplot charts: Run All, no error output, and chart lines with data in the page.
+
+Screenshots of each notebook's widgets go to build/screenshots/ (ignored by git); the ones in
+docs/screenshots/ were taken this way.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .lab_server import LabServer, chromium_available, launch_chromium
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+SCREENSHOTS = ROOT / "build" / "screenshots"
+
+# Count the drawn chart lines: bqplot draws each Lines mark as an SVG path with class "line".
+DRAWN_LINES_JS = """() => [...document.querySelectorAll('.bqplot path.line')]
+    .filter(p => (p.getAttribute('d') || '').split(/[ML]/).length > 3).length"""
+# Code cells, and those that ran (prompt "[n]:").
+PROMPTS_JS = """() => {
+  const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim());
+  return {cells: prompts.length, done: prompts.filter(p => /^\\[\\d+\\]:$/.test(p)).length,
+          running: prompts.filter(p => p.includes('*')).length};
+}"""
+
+
+# pytest-jupyter's autouse fixtures close "the" asyncio loop after every test, which would be the
+# loop Playwright's sync API keeps running for the module-wide browser (as in test_sidebar_browser).
+@pytest.fixture(autouse=True)
+def jp_asyncio_loop() -> Iterator[None]:
+    yield None
+
+
+@pytest.fixture(autouse=True)
+def jp_server_cleanup() -> Iterator[None]:
+    yield
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not chromium_available():
+        pytest.skip("chromium not found at /usr/bin/chromium: `apt-get install -y chromium` (make test does it as root)")
+    with sync_api.sync_playwright() as pw:
+        b = launch_chromium(pw)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    workdir = tmp_path_factory.mktemp("examples-lab")
+    env = {"GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_RUN_DIR": str(workdir / "runs")}
+    with LabServer(workdir, env=env) as server:
+        for notebook in EXAMPLES.glob("*.ipynb"):
+            shutil.copy(notebook, server.root / notebook.name)
+        yield server
+
+
+def run_all(page: Any, lab: LabServer, name: str, timeout_s: float = 120) -> dict[str, int]:
+    page.goto(f"{lab.base_url}/lab/tree/{name}?reset&token={lab.token}", timeout=60_000)
+    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
+    # The kernel is up when the status bar says so (the toolbar's indicator says idle earlier).
+    page.locator(".jp-StatusBar-Widget").get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=60_000)
+    page.locator(".jp-Notebook .jp-CodeCell").first.click()  # the notebook is the current widget
+    page.locator(".lm-MenuBar-itemLabel").get_by_text("Run", exact=True).click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click()
+    deadline = time.monotonic() + timeout_s
+    state = page.evaluate(PROMPTS_JS)
+    while time.monotonic() < deadline:
+        state = page.evaluate(PROMPTS_JS)
+        if state["cells"] and state["done"] == state["cells"] and not state["running"]:
+            return state
+        time.sleep(0.5)
+    raise AssertionError(f"{name}: not every cell ran in {timeout_s} s: {state}")
+
+
+def check(page: Any, name: str, min_lines: int, texts: list[str]) -> None:
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
+    assert errors.count() == 0, errors.first.inner_text()
+    deadline = time.monotonic() + 20
+    while page.evaluate(DRAWN_LINES_JS) < min_lines and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert page.evaluate(DRAWN_LINES_JS) >= min_lines
+    body = page.locator(".jp-Notebook").inner_text()
+    for text in texts:
+        assert text in body, f"{name}: {text!r} not shown"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    widget = page.locator(".jp-OutputArea-output .widget-vbox").first
+    widget.scroll_into_view_if_needed()
+    widget.screenshot(path=str(SCREENSHOTS / f"example-{Path(name).stem}.png"))
+
+
+@pytest.mark.parametrize(
+    ("name", "min_lines", "texts"),
+    [
+        # loss, lr, val_loss + per GPU: busy, used, temperature, power; the dashboard's 4 x 2 GPUs
+        ("quickstart.ipynb", 11, ["SIMULATED GPUs", "finished", "saved to"]),
+        ("train_torch.ipynb", 11, ["SIMULATED GPUs", "epoch 40/40", "validation accuracy after the last epoch"]),
+        ("gpuwatch_magic.ipynb", 8, ["SIMULATED GPUs", "%%gpuwatch: cell ran", "live dashboard stopped"]),
+    ],
+)
+def test_example_runs_in_jupyterlab_and_draws_its_charts(browser: Any, lab: LabServer, name: str,
+                                                        min_lines: int, texts: list[str]) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    console: list[str] = []
+    page.on("console", lambda msg: console.append(f"[{msg.type}] {msg.text}"))
+    try:
+        run_all(page, lab, name)
+        check(page, name, min_lines, texts)
+        widget_errors = [c for c in console if c.startswith("[error]") and ("widget" in c.lower() or "bqplot" in c)]
+        assert not widget_errors, widget_errors
+    finally:
+        context.close()
