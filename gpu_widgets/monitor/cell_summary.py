@@ -67,6 +67,8 @@ def summarize(trace: GpuTrace, duration_s: float, interval_s: float, torch: Torc
             parts.append(f"energy {d.energy_j / 1000:.2f} kJ")
         if d.throttled_s:
             parts.append("throttled: " + ", ".join(f"{LABELS.get(r, r)} {units.duration(s)}" for r, s in d.throttled_s.items()))
+        else:
+            parts.append("no throttling")
         if d.lost_samples:
             parts.append(f"LOST in {d.lost_samples} sample{'s' if d.lost_samples != 1 else ''}")
         lines.append(f"  GPU {index} {d.name or ''}: " + " · ".join(parts))
