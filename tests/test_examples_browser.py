@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from .lab_server import LabServer, chromium_available, launch_chromium
+from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
+from .lab_server import LabServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -33,30 +34,6 @@ PROMPTS_JS = """() => {
   return {cells: prompts.length, done: prompts.filter(p => /^\\[\\d+\\]:$/.test(p)).length,
           running: prompts.filter(p => p.includes('*')).length};
 }"""
-
-
-# pytest-jupyter's autouse fixtures close "the" asyncio loop after every test, which would be the
-# loop Playwright's sync API keeps running for the module-wide browser (as in test_sidebar_browser).
-@pytest.fixture(autouse=True)
-def jp_asyncio_loop() -> Iterator[None]:
-    yield None
-
-
-@pytest.fixture(autouse=True)
-def jp_server_cleanup() -> Iterator[None]:
-    yield
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not chromium_available():
-        pytest.skip("chromium not found at /usr/bin/chromium: `apt-get install -y chromium` (make test does it as root)")
-    with sync_api.sync_playwright() as pw:
-        b = launch_chromium(pw)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from .fake_nvml import FakeNvmlBuildError, build_fake_nvml, write_config
-from .lab_server import LabServer, chromium_available, launch_chromium
+from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
+from .lab_server import LabServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -40,35 +41,6 @@ ENABLE_COMMAND = "jupyter server extension enable gpu_widgets"
 
 
 # -- fixtures ---------------------------------------------------------------------------------
-
-# pytest-jupyter's autouse fixtures (conftest loads the plugin for the in-process server tests)
-# close "the" asyncio loop after every test; here that would be the loop Playwright's sync API
-# keeps running for the module-wide browser. These tests start JupyterLab as a subprocess and
-# need neither fixture.
-@pytest.fixture(autouse=True)
-def jp_asyncio_loop() -> Iterator[None]:
-    yield None
-
-
-@pytest.fixture(autouse=True)
-def jp_server_cleanup() -> Iterator[None]:
-    yield
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not chromium_available():
-        pytest.skip(
-            "chromium not found at /usr/bin/chromium: install it with "
-            "`apt-get update && apt-get install -y chromium` (make test does this as root)"
-        )
-    with sync_api.sync_playwright() as pw:
-        b = launch_chromium(pw)
-        try:
-            yield b
-        finally:
-            b.close()
-
 
 @pytest.fixture(scope="module")
 def sim_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
