@@ -4,6 +4,7 @@
 #   make lab       JupyterLab in examples/ (simulated GPUs when there is no NVIDIA driver)
 #   make test      jest + pytest (installs Debian chromium for the browser tests if root)
 #   make build     wheel + sdist into dist/
+#   make bench     benchmark suite against nvitop, gpustat, nvdashboard, ... (docs/benchmarks.md)
 #   make screenshots  refresh the sidebar screenshots in docs/screenshots/ (light and dark)
 #
 # Variables (override on the command line, e.g. `make setup VENV=/tmp/gw-venv`):

@@ -9,7 +9,7 @@ All columns share the time axis, so one bucketing serves every column of a devic
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 Num = Optional[float]
 
@@ -78,4 +78,59 @@ def downsample(
                 out[key].extend(_extremes(values, lo, hi))
             else:
                 out[key].append(values[lo])
+    return out_t, out
+
+
+def _listed(values: Any) -> list[Num]:
+    """A float64 array as a list, NaN -> None."""
+    import numpy as np
+
+    out = values.tolist()
+    if np.isnan(values).any():
+        out = [None if v != v else v for v in out]
+    return out
+
+
+def downsample_arrays(
+    timestamps: Any,
+    columns: Mapping[str, Any],
+    max_points: int,
+    bitmask_columns: frozenset[str] = frozenset(),
+) -> tuple[list[float], dict[str, list[Num]]]:
+    """``downsample`` for float64 NumPy arrays (NaN = null), with the same result as lists.
+
+    The history's hour of 8 GPUs is ~550 000 values: bucketing them in Python holds the GIL for
+    ~90 ms per request (the event loop waits meanwhile); reduceat does it in a few ms.
+    """
+    import numpy as np
+
+    if max_points < 2:
+        raise ValueError(f"max_points must be at least 2, got {max_points}")
+    n = len(timestamps)
+    if n <= max_points:
+        return timestamps.tolist(), {k: _listed(v) for k, v in columns.items()}
+    n_buckets = max(1, min(max_points // 2, n))
+    b = np.arange(n_buckets)
+    starts = n * b // n_buckets
+    ends = n * (b + 1) // n_buckets  # each bucket holds >= 2 points: n > max_points >= 2 * n_buckets
+    sizes = ends - starts
+    out_t = np.column_stack((timestamps[starts], timestamps[ends - 1])).ravel().tolist()
+    index = np.arange(n)
+    out: dict[str, list[Num]] = {}
+    for key, v in columns.items():
+        present = ~np.isnan(v)
+        if key in bitmask_columns:
+            masks = np.bitwise_or.reduceat(np.where(present, v, 0).astype(np.int64), starts)
+            seen = np.logical_or.reduceat(present, starts)
+            out[key] = [None if m < 0 else m for m in np.repeat(np.where(seen, masks, -1), 2).tolist()]
+            continue
+        with np.errstate(invalid="ignore"):
+            lo = np.fmin.reduceat(v, starts)  # fmin/fmax skip NaN; an all-null bucket gives NaN
+            hi = np.fmax.reduceat(v, starts)
+        # first position of the bucket's min and max (n where there is none), kept in time order
+        i_lo = np.minimum.reduceat(np.where(v == np.repeat(lo, sizes), index, n), starts)
+        i_hi = np.minimum.reduceat(np.where(v == np.repeat(hi, sizes), index, n), starts)
+        padded = np.append(v, np.nan)
+        pairs = np.column_stack((padded[np.minimum(i_lo, i_hi)], padded[np.maximum(i_lo, i_hi)])).ravel()
+        out[key] = _listed(pairs)
     return out_t, out

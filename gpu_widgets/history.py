@@ -12,11 +12,14 @@ import threading
 from array import array
 from typing import Any
 
-from .downsample import downsample
+from .downsample import downsample, downsample_arrays
 from .fields import SERIES_FIELDS
 from .throttle import mask_from_names, names_from_mask
 
 NAN = float("nan")
+# From this many samples on, since() copies and downsamples with NumPy (imported then, so the CLI
+# never pays for it); below, plain lists are faster (an incremental poll asks for 1-2 samples).
+NUMPY_FROM = 256
 THROTTLE = "throttle_mask"
 LOST = "lost"
 COLUMNS: tuple[str, ...] = SERIES_FIELDS + (THROTTLE, LOST)
@@ -103,6 +106,13 @@ class History:
             values = col[a:].tolist() + col[: a + n - self.capacity].tolist()
         return [None if v != v else v for v in values]  # v != v only for NaN
 
+    def _take_array(self, col: array, first: int) -> Any:
+        """Logical positions first.. as a float64 NumPy copy (NaN stays NaN)."""
+        import numpy as np
+
+        whole = np.frombuffer(col, dtype=np.float64)
+        return whole[(self._start + np.arange(first, self._size)) % self.capacity]
+
     def since(self, t: float | None = None, max_points: int | None = None) -> dict[str, Any]:
         """Samples newer than ``t`` (all when None), per device, downsampled to ``max_points``.
 
@@ -114,16 +124,19 @@ class History:
             if self._size:
                 newest = self._times[(self._start + self._size - 1) % self.capacity]
                 first = max(first, self._first_after(newest - self.window_s))
-            times = self._take(self._times, first)
+            vectorised = self._size - first >= NUMPY_FROM and max_points is not None
+            take = self._take_array if vectorised else self._take
+            times = take(self._times, first)
             devices = [
-                (idx, e["uuid"], e["name"], {c: self._take(col, first) for c, col in e["cols"].items()})
+                (idx, e["uuid"], e["name"], {c: take(col, first) for c, col in e["cols"].items()})
                 for idx, e in sorted(self._devices.items())
             ]
+        reduce = downsample_arrays if vectorised else downsample
         out_devices = []
-        out_times = times
+        out_times = times.tolist() if vectorised else times
         for idx, uuid, name, cols in devices:
             if max_points is not None:
-                out_times, cols = downsample(times, cols, max_points, BITMASKS)
+                out_times, cols = reduce(times, cols, max_points, BITMASKS)
             dev: dict[str, Any] = {"index": idx, "uuid": uuid, "name": name}
             for field in SERIES_FIELDS:
                 dev[field] = cols[field]
@@ -131,5 +144,5 @@ class History:
             dev["lost"] = [bool(m) for m in cols[LOST]]
             out_devices.append(dev)
         if max_points is not None and not devices:
-            out_times, _ = downsample(times, {}, max_points)
+            out_times, _ = reduce(times, {}, max_points)
         return {"timestamps": out_times, "devices": out_devices}

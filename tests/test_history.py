@@ -102,3 +102,24 @@ def test_downsample_handles_nulls_and_short_input():
     assert same_t == [0.0, 1.0] and same == {"x": [1.0, 2.0]}
     with pytest.raises(ValueError, match="at least 2"):
         downsample(t, {}, 1)
+
+
+def test_the_numpy_downsampler_gives_the_same_answer_as_the_list_one():
+    import numpy as np
+
+    from gpu_widgets.downsample import downsample_arrays
+
+    rng = random.Random(11)
+    for n, max_points in [(300, 10), (1000, 600), (3601, 600), (257, 256), (5000, 3)]:
+        t = [float(i) for i in range(n)]
+        cols = {
+            "x": [None if rng.random() < 0.1 else rng.random() * 100 for _ in range(n)],
+            "gap": [None] * (n // 2) + [float(i % 9) for i in range(n - n // 2)],
+            "mask": [float(rng.choice([0, 1, 4, 5])) if rng.random() > 0.2 else None for _ in range(n)],
+        }
+        arrays = {k: np.array([np.nan if v is None else v for v in vals]) for k, vals in cols.items()}
+        expected = downsample(t, cols, max_points, frozenset({"mask"}))
+        got = downsample_arrays(np.array(t), arrays, max_points, frozenset({"mask"}))
+        assert got[0] == expected[0]
+        for key in cols:
+            assert got[1][key] == expected[1][key], (n, max_points, key)
