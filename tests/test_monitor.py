@@ -588,3 +588,29 @@ def test_a_closed_output_is_harmless():
     mon.refresh()
     mon.finish()
     assert mon.status == "finished" and mon.step == 100 and mon.errors == []
+
+
+def test_a_lost_gpu_and_a_missing_field_do_not_disturb_the_run():
+    from gpu_widgets.backends import SimulatedBackend
+    from gpu_widgets.backends.faults import parse_faults
+    from gpu_widgets.sampler import Sampler
+
+    backend = SimulatedBackend(n_gpus=2, seed=1, faults=parse_faults("lost:1@0-3600; unsupported:0:temperature_c"))
+    backend.open()
+    sampler = Sampler(backend, interval_s=1.0)
+    mon = make(run_log=False, sampler=sampler, gpus="all")
+    for i in range(30):
+        mon.log(loss=1.0 / (i + 1))
+        if i % 10 == 0:
+            sampler.tick()
+    mon.refresh()
+    text = header(mon)
+    assert "GPU 1" in text and "lost" in text.lower()
+    rows = mon.gpu_rows()
+    assert {r["gpu"] for r in rows} >= {0}
+    assert all(r.get("temperature_c") is None for r in rows if r["gpu"] == 0)
+    assert any(r.get("utilization_gpu_percent") is not None for r in rows if r["gpu"] == 0)
+    assert mon.status in ("running", "idle", "ready") and not mon.errors
+    assert len(marks(mon._view.charts)["loss"].y) == 30
+    mon.finish()
+    assert mon.status == "finished"
