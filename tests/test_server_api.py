@@ -302,3 +302,11 @@ async def test_jupyterlab_cache_buster_is_accepted(jp_fetch):
     with pytest.raises(HTTPClientError) as info:
         await jp_fetch(*PREFIX, "status", params={"1796228257871": "x"})
     assert info.value.code == 400
+
+
+@pytest.mark.parametrize("gw_config", [{"backend": "simulated", "interval_s": 0.1}])
+async def test_history_says_why_the_latest_values_are_null(jp_fetch, gw_config):
+    body = await wait_for(jp_fetch, lambda b: len(b["timestamps"]) >= 2, path=("samples",))
+    validate_response("/samples", body)
+    # the simulated H100 reports no fan, like the real passively cooled board
+    assert all("passively cooled" in d["unavailable"]["fan_percent"] for d in body["devices"])

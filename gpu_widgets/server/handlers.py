@@ -129,6 +129,12 @@ class SamplesHandler(BaseApiHandler):
             data = self.service.history(since, max_points)
         else:
             data = await IOLoop.current().run_in_executor(None, self.service.history, since, max_points)
+        # Each device also carries why its latest values are null, so a client that only polls
+        # the history can still explain a gap.
+        latest = self.service.latest()
+        reasons = {d["index"]: d.get("unavailable") or {} for d in (latest["devices"] if latest else ())}
+        for dev in data["devices"]:
+            dev["unavailable"] = reasons.get(dev["index"], {})
         status = self.service.status()
         self.send({
             "backend": status["backend"],
