@@ -106,8 +106,10 @@ class LatestHandler(BaseApiHandler):
             snap = {key: status[key] for key in ("backend", "status", "reason", "driver_version",
                                                  "cuda_driver_version", "nvml_version")}
             snap.update(timestamp=status["server_time"], cuda_visible_devices=None, devices=[])
-        me = self._me()
-        self.send(snap if me is None else privacy.redact_snapshot(snap, me))
+            self.send(snap)  # no devices yet, so no processes to redact
+            return
+        self.set_header("Content-Type", "application/json")
+        self.finish(self.service.latest_json(snap, self._me()))
 
 
 class SamplesHandler(BaseApiHandler):

@@ -7,6 +7,7 @@ on how many clients poll.
 """
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import Any
 from .. import __version__
 from ..backends import Backend, ConfigError, NoGpuBackend, open_backend
 from ..sampler import Sampler
+from .privacy import redact_snapshot
 
 STARTING = "starting"
 
@@ -45,6 +47,7 @@ class GpuService:
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._latest_json: tuple[dict[str, Any], str | None, str] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start_in_background(self) -> None:
@@ -138,6 +141,16 @@ class GpuService:
 
     def latest(self) -> dict[str, Any] | None:
         return self.sampler.latest if self.sampler is not None else None
+
+    def latest_json(self, snapshot: dict[str, Any], me: str | None) -> str:
+        """The JSON of ``snapshot`` (redacted for ``me`` unless None), made once per sample:
+        a hundred tabs polling the same second share one serialisation."""
+        cached = self._latest_json
+        if cached is not None and cached[0] is snapshot and cached[1] == me:
+            return cached[2]
+        body = json.dumps(snapshot if me is None else redact_snapshot(snapshot, me), allow_nan=False)
+        self._latest_json = (snapshot, me, body)
+        return body
 
     def history(self, since: float | None, max_points: int) -> dict[str, Any]:
         """Runs in a worker thread (downsampling an hour of 8 GPUs is real work)."""
