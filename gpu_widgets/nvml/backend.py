@@ -156,10 +156,15 @@ class NvmlBackend(Backend):
                 unavailable[f] = known
             return True
         try:
-            out.update(q.read(self._nv, dev.handle))
+            q.read(self._nv, dev.handle, out)
             return True
         except Exception as exc:
-            failure = classify(exc)
+            return self._failed(dev, q, exc, out, unavailable, now)
+
+    def _failed(self, dev: _Device, q: Query, exc: BaseException, out: DeviceDict, unavailable: dict[str, str],
+                now: float) -> bool:
+        """Record a failed query as nulls with the reason; False when the device is lost."""
+        failure = classify(exc)
         for f in q.fields:
             out[f] = None
             unavailable[f] = failure.reason
@@ -183,9 +188,17 @@ class NvmlBackend(Backend):
                 continue
             sample: DeviceDict = {"index": dev.index, "uuid": dev.uuid, "name": dev.name, "status": OK}
             unavailable: dict[str, str] = {}
+            nv, handle, unsupported = self._nv, dev.handle, dev.unsupported
             for q in FAST_QUERIES:
-                if not self._run(dev, q, sample, unavailable, now):
-                    break
+                # The common path inlined (this loop runs 12 times per GPU per tick).
+                if unsupported and q.key in unsupported:
+                    self._run(dev, q, sample, unavailable, now)
+                    continue
+                try:
+                    q.read(nv, handle, sample)
+                except Exception as exc:
+                    if not self._failed(dev, q, exc, sample, unavailable, now):
+                        break
             if dev.lost_reason is not None:
                 samples.append(lost_device(dev.index, dev.uuid, dev.name, dev.lost_reason))
                 continue
@@ -215,7 +228,7 @@ class NvmlBackend(Backend):
         self._describer.forget_except(seen)
         return out
 
-    def _processes(self, nv: Any, h: Any) -> dict[str, Any]:
+    def _processes(self, nv: Any, h: Any, out: DeviceDict) -> None:
         used: dict[int, int | None] = {}
         for kind in ("Compute", "Graphics"):
             try:
@@ -231,11 +244,7 @@ class NvmlBackend(Backend):
                 prev = used.get(p.pid)
                 mem = p.usedGpuMemory
                 used[p.pid] = mem if prev is None else max(prev, mem or 0)
-        return {
-            "processes": [
-                process_entry(pid, mem, self._describer.describe(pid)) for pid, mem in sorted(used.items())
-            ]
-        }
+        out["processes"] = [process_entry(pid, mem, self._describer.describe(pid)) for pid, mem in sorted(used.items())]
 
     def close(self) -> None:
         self._devices = []

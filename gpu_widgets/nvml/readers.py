@@ -1,8 +1,9 @@
-"""One small reader per NVML query, each returning the fields it fills (units converted).
+"""One small reader per NVML query, each writing the fields it fills (units converted).
 
-A reader takes the pynvml module and a device handle, and raises whatever pynvml raises;
-the backend turns failures into nulls with reasons. Keeping them tiny and flat makes the
-cost of a tick visible: one line here is one NVML call.
+A reader takes the pynvml module, a device handle and the dict to fill, and raises whatever
+pynvml raises; the backend turns failures into nulls with reasons. Readers write into the
+sample directly (no intermediate dict) because they run 12 times per GPU per tick. Keeping
+them tiny and flat makes the cost of a tick visible: one reader here is one NVML call.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any, Callable, NamedTuple
 from ..throttle import names_from_mask
 from .errors import UNSUPPORTED, classify
 
-Reader = Callable[[Any, Any], dict[str, Any]]
+Reader = Callable[[Any, Any, dict], None]
 
 
 class Query(NamedTuple):
@@ -20,103 +21,107 @@ class Query(NamedTuple):
     read: Reader
 
 
-def _mhz(clock_type: int, field: str, getter: str = "nvmlDeviceGetClockInfo") -> Reader:
-    return lambda nv, h: {field: getattr(nv, getter)(h, clock_type)}
+def _call(getter: str, field: str, *args: Any, scale: float | None = None) -> Reader:
+    """A reader for a getter that returns one number: ``field = getter(h, *args) * scale``."""
+    if scale is None:
+        def read(nv: Any, h: Any, out: dict) -> None:
+            out[field] = getattr(nv, getter)(h, *args)
+    else:
+        def read(nv: Any, h: Any, out: dict) -> None:
+            out[field] = getattr(nv, getter)(h, *args) * scale
+    return read
 
 
-def _utilization(nv: Any, h: Any) -> dict[str, Any]:
+def _utilization(nv: Any, h: Any, out: dict) -> None:
     u = nv.nvmlDeviceGetUtilizationRates(h)
-    return {"utilization_gpu_percent": u.gpu, "utilization_memory_percent": u.memory}
+    out["utilization_gpu_percent"] = u.gpu
+    out["utilization_memory_percent"] = u.memory
 
 
-def _memory(nv: Any, h: Any) -> dict[str, Any]:
+def _memory_info(nv: Any, h: Any) -> Any:
     # v2 counts memory reserved by the driver as not used, so an idle GPU reads as nvidia-smi
     # shows it; older drivers lack it (FunctionNotFound) or reject the struct version.
     v2 = getattr(nv, "nvmlMemory_v2", None)
     if v2 is not None:
         try:
-            m = nv.nvmlDeviceGetMemoryInfo(h, version=v2)
+            return nv.nvmlDeviceGetMemoryInfo(h, version=v2)
         except Exception as exc:
             if classify(exc).kind != UNSUPPORTED:
                 raise
-        else:
-            return {"memory_used_bytes": m.used, "memory_free_bytes": m.free, "memory_total_bytes": m.total}
-    m = nv.nvmlDeviceGetMemoryInfo(h)
-    return {"memory_used_bytes": m.used, "memory_free_bytes": m.free, "memory_total_bytes": m.total}
+    return nv.nvmlDeviceGetMemoryInfo(h)
 
 
-def _throttle(nv: Any, h: Any) -> dict[str, Any]:
+def _memory(nv: Any, h: Any, out: dict) -> None:
+    m = _memory_info(nv, h)
+    out["memory_used_bytes"] = m.used
+    out["memory_free_bytes"] = m.free
+    out["memory_total_bytes"] = m.total
+
+
+def _memory_total(nv: Any, h: Any, out: dict) -> None:
+    out["memory_total_bytes"] = _memory_info(nv, h).total
+
+
+def _throttle(nv: Any, h: Any, out: dict) -> None:
     # The call was renamed in driver 535; the bits are the same.
     fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
     if fn is not None:
         try:
-            return {"throttle_reasons": names_from_mask(fn(h))}
+            out["throttle_reasons"] = names_from_mask(fn(h))
+            return
         except Exception as exc:
             if classify(exc).kind != UNSUPPORTED:
                 raise
-    return {"throttle_reasons": names_from_mask(nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))}
+    out["throttle_reasons"] = names_from_mask(nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))
 
 
-def _kb_per_s(counter: int, field: str) -> Reader:
-    # NVML reports KB/s (1 KB = 1024 bytes in NVML's PCIe counters).
-    return lambda nv, h: {field: nv.nvmlDeviceGetPcieThroughput(h, counter) * 1024}
-
-
+MILLI = 1e-3
 FAST_QUERIES: tuple[Query, ...] = (
     Query("utilization", ("utilization_gpu_percent", "utilization_memory_percent"), _utilization),
     Query("memory", ("memory_used_bytes", "memory_free_bytes", "memory_total_bytes"), _memory),
-    Query("temperature", ("temperature_c",), lambda nv, h: {"temperature_c": nv.nvmlDeviceGetTemperature(h, 0)}),
-    Query("fan", ("fan_percent",), lambda nv, h: {"fan_percent": nv.nvmlDeviceGetFanSpeed(h)}),
-    Query("power", ("power_w",), lambda nv, h: {"power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000.0}),
-    Query(
-        "power_limit", ("power_limit_w",), lambda nv, h: {"power_limit_w": nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0}
-    ),
-    Query("energy", ("energy_j",), lambda nv, h: {"energy_j": nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0}),
-    Query("sm_clock", ("sm_clock_mhz",), _mhz(1, "sm_clock_mhz")),
-    Query("memory_clock", ("memory_clock_mhz",), _mhz(2, "memory_clock_mhz")),
-    Query("graphics_clock", ("graphics_clock_mhz",), _mhz(0, "graphics_clock_mhz")),
-    Query("pstate", ("performance_state",), lambda nv, h: {"performance_state": nv.nvmlDeviceGetPerformanceState(h)}),
+    Query("temperature", ("temperature_c",), _call("nvmlDeviceGetTemperature", "temperature_c", 0)),
+    Query("fan", ("fan_percent",), _call("nvmlDeviceGetFanSpeed", "fan_percent")),
+    Query("power", ("power_w",), _call("nvmlDeviceGetPowerUsage", "power_w", scale=MILLI)),  # mW
+    Query("power_limit", ("power_limit_w",), _call("nvmlDeviceGetEnforcedPowerLimit", "power_limit_w", scale=MILLI)),
+    Query("energy", ("energy_j",), _call("nvmlDeviceGetTotalEnergyConsumption", "energy_j", scale=MILLI)),  # mJ
+    Query("sm_clock", ("sm_clock_mhz",), _call("nvmlDeviceGetClockInfo", "sm_clock_mhz", 1)),
+    Query("memory_clock", ("memory_clock_mhz",), _call("nvmlDeviceGetClockInfo", "memory_clock_mhz", 2)),
+    Query("graphics_clock", ("graphics_clock_mhz",), _call("nvmlDeviceGetClockInfo", "graphics_clock_mhz", 0)),
+    Query("pstate", ("performance_state",), _call("nvmlDeviceGetPerformanceState", "performance_state")),
     Query("throttle", ("throttle_reasons",), _throttle),
 )
 
+# NVML reports KB/s (1 KB = 1024 bytes in NVML's PCIe counters).
 PCIE_QUERIES: tuple[Query, ...] = (
-    Query("pcie_tx", ("pcie_tx_bytes_per_s",), _kb_per_s(0, "pcie_tx_bytes_per_s")),
-    Query("pcie_rx", ("pcie_rx_bytes_per_s",), _kb_per_s(1, "pcie_rx_bytes_per_s")),
+    Query("pcie_tx", ("pcie_tx_bytes_per_s",), _call("nvmlDeviceGetPcieThroughput", "pcie_tx_bytes_per_s", 0, scale=1024)),
+    Query("pcie_rx", ("pcie_rx_bytes_per_s",), _call("nvmlDeviceGetPcieThroughput", "pcie_rx_bytes_per_s", 1, scale=1024)),
 )
 
 
-def _compute_capability(nv: Any, h: Any) -> dict[str, Any]:
+def _compute_capability(nv: Any, h: Any, out: dict) -> None:
     major, minor = nv.nvmlDeviceGetCudaComputeCapability(h)
-    return {"compute_capability": f"{major}.{minor}"}
+    out["compute_capability"] = f"{major}.{minor}"
 
 
-def _mig(nv: Any, h: Any) -> dict[str, Any]:
+def _mig(nv: Any, h: Any, out: dict) -> None:
     current, _pending = nv.nvmlDeviceGetMigMode(h)
-    return {"mig_mode": "enabled" if current else "disabled"}
-
-
-def _w(getter: str, field: str) -> Reader:
-    return lambda nv, h: {field: getattr(nv, getter)(h) / 1000.0}
-
-
-def _plain(getter: str, field: str) -> Reader:
-    return lambda nv, h: {field: getattr(nv, getter)(h)}
+    out["mig_mode"] = "enabled" if current else "disabled"
 
 
 STATIC_QUERIES: tuple[Query, ...] = (
-    Query("memory", ("memory_total_bytes",), lambda nv, h: {"memory_total_bytes": _memory(nv, h)["memory_total_bytes"]}),
-    Query("power_limit", ("power_limit_w",), _w("nvmlDeviceGetEnforcedPowerLimit", "power_limit_w")),
+    Query("memory", ("memory_total_bytes",), _memory_total),
+    Query("power_limit", ("power_limit_w",), _call("nvmlDeviceGetEnforcedPowerLimit", "power_limit_w", scale=MILLI)),
     Query(
         "power_default_limit",
         ("power_default_limit_w",),
-        _w("nvmlDeviceGetPowerManagementDefaultLimit", "power_default_limit_w"),
+        _call("nvmlDeviceGetPowerManagementDefaultLimit", "power_default_limit_w", scale=MILLI),
     ),
-    Query("max_sm_clock", ("max_sm_clock_mhz",), _mhz(1, "max_sm_clock_mhz", "nvmlDeviceGetMaxClockInfo")),
-    Query("max_memory_clock", ("max_memory_clock_mhz",), _mhz(2, "max_memory_clock_mhz", "nvmlDeviceGetMaxClockInfo")),
-    Query("cores", ("cores",), _plain("nvmlDeviceGetNumGpuCores", "cores")),
-    Query("bus_width", ("memory_bus_width_bits",), _plain("nvmlDeviceGetMemoryBusWidth", "memory_bus_width_bits")),
-    Query("pcie_gen", ("pcie_max_generation",), _plain("nvmlDeviceGetMaxPcieLinkGeneration", "pcie_max_generation")),
-    Query("pcie_width", ("pcie_max_width",), _plain("nvmlDeviceGetMaxPcieLinkWidth", "pcie_max_width")),
+    Query("max_sm_clock", ("max_sm_clock_mhz",), _call("nvmlDeviceGetMaxClockInfo", "max_sm_clock_mhz", 1)),
+    Query("max_memory_clock", ("max_memory_clock_mhz",), _call("nvmlDeviceGetMaxClockInfo", "max_memory_clock_mhz", 2)),
+    Query("cores", ("cores",), _call("nvmlDeviceGetNumGpuCores", "cores")),
+    Query("bus_width", ("memory_bus_width_bits",), _call("nvmlDeviceGetMemoryBusWidth", "memory_bus_width_bits")),
+    Query("pcie_gen", ("pcie_max_generation",), _call("nvmlDeviceGetMaxPcieLinkGeneration", "pcie_max_generation")),
+    Query("pcie_width", ("pcie_max_width",), _call("nvmlDeviceGetMaxPcieLinkWidth", "pcie_max_width")),
     Query("compute_capability", ("compute_capability",), _compute_capability),
     Query("mig", ("mig_mode",), _mig),
 )
