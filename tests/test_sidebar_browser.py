@@ -483,3 +483,30 @@ def test_without_the_server_extension_the_panel_gives_the_enable_command(browser
             expect(message.locator("code")).to_have_text(ENABLE_COMMAND)
             expect(message).to_contain_text("restart JupyterLab")
             page.screenshot("sidebar-extension-missing")
+
+
+# -- readings that cannot be read -------------------------------------------------------------
+
+def test_a_null_reading_says_why(browser: Any, tmp_path: Path) -> None:
+    env = {
+        "GPU_WIDGETS_BACKEND": "simulated",
+        "GPU_WIDGETS_SIMULATED_GPUS": "2",
+        "GPU_WIDGETS_SIMULATED_FAULTS": "unsupported:0:power_w",
+    }
+    reason = "not supported on this GPU (simulated fault)"
+    with LabServer(tmp_path, env=env, args=["--GpuWidgets.interval_s=0.5"]) as lab:
+        with new_page(browser, lab) as page:
+            page.open_panel_from_icon()
+            expect(page.cards()).to_have_count(2, timeout=30_000)
+            gpu0, gpu1 = page.card(0), page.card(1)
+            power0 = gpu0.get_by_role("meter", name="Power")
+            expect(gpu0.get_by_text(reason, exact=True)).to_be_visible(timeout=30_000)
+            expect(power0).to_have_text("n/a")
+            expect(power0).to_have_attribute("title", reason)
+            described = power0.get_attribute("aria-describedby")
+            assert described and gpu0.locator(f"#{described}").text_content() == reason
+            # GPU 1 reads its power as usual, and says nothing about it.
+            expect(gpu1.get_by_role("meter", name="Power")).to_have_text(re.compile(r"^\d+(\.\d)? / \d+(\.\d)? W$"))
+            expect(gpu1.get_by_text(reason)).to_have_count(0)
+            page.screenshot("sidebar-unavailable-reason")
+            assert not page.errors(), page.errors()

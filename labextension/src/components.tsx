@@ -17,7 +17,9 @@ import {
   formatDuration,
   formatGiB,
   formatNumber,
-  metricReading
+  metricReading,
+  NOT_AVAILABLE,
+  unavailableReason
 } from './format';
 import { METRIC_SPECS } from './metrics';
 import { GpuModel, IGpu } from './model';
@@ -275,8 +277,13 @@ function MetricRow(props: {
 }): JSX.Element {
   const { metric, gpu, cols, times, episodes, ctx } = props;
   const reading = metricReading(metric, gpu.latest);
+  // A null value the server explains: say "n/a" and why (only while the GPU answers; a lost
+  // GPU says so on its card).
+  const reason = gpu.lost ? null : unavailableReason(metric, reading, gpu.unavailable);
+  const text = reason !== null ? NOT_AVAILABLE : reading.text;
   const spec = METRIC_SPECS[metric];
   const labelId = `jp-GpuWidgets-${gpu.index}-${metric}`;
+  const reasonId = `jp-GpuWidgets-${gpu.index}-${metric}-reason`;
   let data: IChartData | null = null;
   if (cols && times.length) {
     const [yMin, yMax] = spec.range(cols, gpu.info);
@@ -309,11 +316,18 @@ function MetricRow(props: {
           aria-valuenow={reading.value ?? undefined}
           aria-valuemin={0}
           aria-valuemax={reading.max ?? undefined}
-          aria-valuetext={reading.text}
+          aria-valuetext={reason !== null ? `${text}: ${reason}` : text}
+          aria-describedby={reason !== null ? reasonId : undefined}
+          title={reason ?? undefined}
         >
-          {reading.text}
+          {text}
         </span>
       </div>
+      {reason !== null && (
+        <div className="jp-GpuWidgets-metricReason" id={reasonId} title={reason}>
+          {reason}
+        </div>
+      )}
       <Chart data={data} palette={ctx.palette} label={reading.label} windowS={ctx.model.historyWindowS} />
     </div>
   );

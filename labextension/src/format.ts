@@ -143,6 +143,36 @@ export function metricReading(metric: MetricId, v: ILatestValues | null): IMetri
   }
 }
 
+/** The API fields whose `unavailable` reasons explain a metric's missing value. */
+export const METRIC_FIELDS: { readonly [K in MetricId]: readonly string[] } = {
+  utilization: ['utilization_gpu_percent'],
+  memory: ['memory_used_bytes', 'memory_total_bytes'],
+  memory_controller: ['utilization_memory_percent'],
+  temperature: ['temperature_c'],
+  power: ['power_w']
+};
+
+/** What a card prints for a value that is null with a known reason. */
+export const NOT_AVAILABLE = 'n/a';
+
+/**
+ * Why a metric has no value: the server's reasons for its field(s), distinct, joined with
+ * "; ". Null when the reading has a value or no reason is known.
+ */
+export function unavailableReason(
+  metric: MetricId,
+  reading: IMetricReading,
+  unavailable: { readonly [field: string]: string } | null | undefined
+): string | null {
+  if (reading.value !== null || !unavailable) {
+    return null;
+  }
+  const reasons = METRIC_FIELDS[metric]
+    .map(field => unavailable[field])
+    .filter((r): r is string => typeof r === 'string' && r.length > 0);
+  return reasons.length ? [...new Set(reasons)].join('; ') : null;
+}
+
 /** The status-bar text and its tooltip. */
 export interface ISummary {
   /** e.g. "GPU 97% · 37/141 GiB", or "2 GPUs 48% · 74/160 GiB". */

@@ -37,6 +37,7 @@ import {
   IProcesses,
   ISamples,
   IStatus,
+  IUnavailable,
   MonitorState
 } from './tokens';
 
@@ -69,6 +70,11 @@ export interface IGpu {
   processes: IAttributedProcess[] | null;
   /** Why `processes` is null (server's reason), when it is. */
   processesUnavailable: string | null;
+  /**
+   * Why a field of the latest sample is null (field name -> server's reason), from the
+   * newest samples answer that included this GPU; empty when none is known.
+   */
+  unavailable: IUnavailable;
 }
 
 /** Turn a request failure into the state the sidebar shows. */
@@ -399,6 +405,10 @@ export class GpuModel implements IDisposable {
     this._clockOffsetS = this._now() / 1000 - samples.server_time;
     const before = this._lostFlags();
     this._timeline.append(samples);
+    // The reasons describe the server's latest sample: each answer replaces what was held.
+    for (const d of samples.devices) {
+      this._unavailable.set(d.index, { ...(d.unavailable ?? {}) });
+    }
     this._timeline.trim(this._windowS);
     this._timeline.compact(this.pointCap);
     const after = this._lostFlags();
@@ -461,7 +471,8 @@ export class GpuModel implements IDisposable {
         latest,
         latestTimestamp: latest ? tl.t[n - 1] : null,
         processes: p?.processes ?? null,
-        processesUnavailable: p && p.processes === null ? p.unavailable['processes'] ?? 'not available' : null
+        processesUnavailable: p && p.processes === null ? p.unavailable['processes'] ?? 'not available' : null,
+        unavailable: this._unavailable.get(index) ?? {}
       });
     }
     return out;
@@ -489,5 +500,6 @@ export class GpuModel implements IDisposable {
   private _status: IStatus | null = null;
   private _statusBarActive = false;
   private _timeline = new Timeline();
+  private _unavailable = new Map<number, IUnavailable>();
   private _windowS: number;
 }

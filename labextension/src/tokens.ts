@@ -157,6 +157,12 @@ export interface IDeviceHistory {
   throttle_reasons: (string[] | null)[];
   /** True where the GPU did not answer (its values are null there). */
   lost: boolean[];
+  /**
+   * Why a field of this GPU's LATEST sample is null (field name -> reason), e.g.
+   * `{"fan_percent": "not supported on this GPU (passively cooled)"}`. Only the newest sample:
+   * older nulls in the series carry no reason.
+   */
+  unavailable: IUnavailable;
 }
 
 /** `GET samples?since=&max_points=`. */

@@ -8,7 +8,8 @@ import {
   formatNumber,
   ILatestValues,
   metricReading,
-  summarize
+  summarize,
+  unavailableReason
 } from '../format';
 import { METRIC_SPECS } from '../metrics';
 import { Timeline } from '../series';
@@ -67,6 +68,27 @@ describe('metricReading', () => {
     expect(metricReading('power', gpu(0, { power_limit_w: null })).text).toBe('612.5 W');
     expect(metricReading('utilization', gpu(0, { lost: true })).text).toBe('—');
     expect(metricReading('memory', null).text).toBe('—');
+  });
+});
+
+describe('unavailableReason', () => {
+  const power = 'not supported on this GPU (simulated fault)';
+  it('explains a null value with the reasons of its fields', () => {
+    const v = gpu(0, { power_w: null, memory_used_bytes: null, memory_total_bytes: null });
+    expect(unavailableReason('power', metricReading('power', v), { power_w: power })).toBe(power);
+    expect(
+      unavailableReason('memory', metricReading('memory', v), {
+        memory_used_bytes: 'no memory info',
+        memory_total_bytes: 'no memory info'
+      })
+    ).toBe('no memory info');
+  });
+
+  it('says nothing for a value that is there or a reason for another field', () => {
+    const v = gpu(0, { temperature_c: null });
+    expect(unavailableReason('power', metricReading('power', v), { power_w: power })).toBeNull();
+    expect(unavailableReason('temperature', metricReading('temperature', v), { fan_percent: 'passive' })).toBeNull();
+    expect(unavailableReason('temperature', metricReading('temperature', v), {})).toBeNull();
   });
 });
 

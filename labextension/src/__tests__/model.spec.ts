@@ -90,6 +90,26 @@ describe('GpuModel: incremental samples', () => {
   });
 });
 
+describe('GpuModel: why readings are null', () => {
+  it('keeps the newest unavailable reasons of each GPU, replacing them on every answer', async () => {
+    const { history, model } = setup({ n: 0 });
+    history.add(1000);
+    history.unavailable[0] = { power_w: 'not supported on this GPU (simulated fault)' };
+    history.unavailable[1] = {};
+    await model.refresh();
+    expect(model.gpus[0].unavailable).toEqual({ power_w: 'not supported on this GPU (simulated fault)' });
+    expect(model.gpus[1].unavailable).toEqual({});
+
+    // The next answer says something else: the held reasons are replaced, not merged.
+    history.add(1001);
+    history.unavailable[0] = {};
+    history.unavailable[1] = { temperature_c: 'not readable right now' };
+    await model.refresh();
+    expect(model.gpus[0].unavailable).toEqual({});
+    expect(model.gpus[1].unavailable).toEqual({ temperature_c: 'not readable right now' });
+  });
+});
+
 describe('GpuModel: bounded series', () => {
   it('keeps only the history window', async () => {
     const { history, model } = setup({ n: 100, windowS: 30 });

@@ -131,6 +131,8 @@ export class FakeHistory {
   readonly points: IPoint[][] = [];
   serverTime = 1000;
   intervalS = 1;
+  /** Per GPU: why its latest values are null (sent with every samples answer). */
+  unavailable: { [index: number]: IUnavailable } = {};
 
   /** Add one sample at time `t` (one IPoint per GPU; missing GPUs get defaults). */
   add(t: number, perGpu: IPoint[] = []): void {
@@ -177,7 +179,8 @@ export class FakeHistory {
         pcie_tx_bytes_per_s: v(() => 0),
         pcie_rx_bytes_per_s: v(() => 0),
         throttle_reasons: p.map(q => (q.lost ? null : q.throttle === undefined ? ['gpu_idle'] : q.throttle)),
-        lost: p.map(q => Boolean(q.lost))
+        lost: p.map(q => Boolean(q.lost)),
+        unavailable: this.unavailable[d] ?? { fan_percent: 'not supported on this GPU (passively cooled)' }
       };
     });
     return {
