@@ -3,6 +3,7 @@ and leave real bqplot charts in the saved widget state."""
 from __future__ import annotations
 
 import base64
+import re
 import time
 from pathlib import Path
 
@@ -124,6 +125,7 @@ def test_gpuwatch_magic(run_dir, monkeypatch):
     assert seconds < 60
     check_charts(book, "GPU 0", "GPU 1")
     text = text_of(book)
-    assert "%%gpuwatch: cell ran 2.0 s · SIMULATED GPUs (not real devices)" in text
+    # the cell sleeps 2 s; a loaded machine may take a little longer
+    assert re.search(r"%%gpuwatch: cell ran \d+\.\d s · SIMULATED GPUs \(not real devices\)", text), text
     assert "'done'" in text and "usage: %gpuwatch" in text and "live dashboard stopped" in text
     assert not list(run_dir.glob("*")), "the magic writes no run log"

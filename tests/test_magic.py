@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from IPython.core.error import UsageError
@@ -92,11 +93,16 @@ def test_line_magic_in_a_kernel_shows_a_live_dashboard_and_stops(shared_simulate
     result = run("%gpuwatch --interval 0.2 --gpus 1 --window 60")
     assert result.success
     dash = GpuWatchMagics.dashboard
-    assert dash is not None and dash.running and dash.window_s == 60.0
-    assert sampler_module._shared.interval_s == 0.2
-    dash.refresh()
-    assert "GPU 1" in dash.widget.children[0].value and "GPU 0" not in dash.widget.children[0].value
-    run("%gpuwatch stop")
+    try:
+        assert dash is not None and dash.running and dash.window_s == 60.0
+        assert sampler_module._shared.interval_s == 0.2
+        deadline = time.monotonic() + 10  # the sampler thread has just started: wait for a sample
+        while "waiting for the first sample" in dash.widget.children[0].value and time.monotonic() < deadline:
+            time.sleep(0.05)
+            dash.refresh()
+        assert "GPU 1" in dash.widget.children[0].value and "GPU 0" not in dash.widget.children[0].value
+    finally:
+        run("%gpuwatch stop")
     assert "live dashboard stopped" in capsys.readouterr().out
     assert not dash.running and GpuWatchMagics.dashboard is None
     sampler_module._shared.interval_s = 1.0

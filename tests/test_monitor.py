@@ -143,6 +143,27 @@ def test_plotted_data_stay_bounded_after_100k_logs_and_keep_the_peak():
     mon.finish()
 
 
+def test_bytes_held_by_the_marks_stay_under_32_kb_after_100k_logs_with_2_gpus():
+    # What a redraw can send is bounded by what the marks hold: max_points is a budget for all
+    # lines together, x (and GPU y) are float32.
+    sampler = simulated_sampler(n_gpus=2)
+    mon = make(run_log=False, sampler=sampler)
+    for i in range(100_000):
+        mon.log(loss=1.0 / (1 + i) + 0.01 * (i % 7), accuracy=min(1.0, i / 1e5), lr=3e-4)
+        if i % 100 == 99:
+            sampler.tick()
+        if i % 10_000 == 9_999:
+            mon.refresh()
+    mon.refresh()
+    lines = [m for c in mon._view.charts.values() for m in c.lines.values()]
+    assert len(lines) >= 3 + 2 * 4  # loss, accuracy, lr; per GPU: util, memory, temperature, power
+    held = sum(m.x.nbytes + m.y.nbytes for m in lines)
+    assert held <= 32 * 1024, held
+    assert sum(len(m.x) for m in lines) <= mon.max_points
+    assert marks(mon._view.charts, "loss")["loss"].x.dtype == np.float32
+    mon.finish()
+
+
 def test_decimator_is_bounded_and_keeps_extremes():
     dec = Decimator(100)
     xs = list(range(1_000_000))

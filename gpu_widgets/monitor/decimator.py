@@ -76,8 +76,10 @@ class Decimator:
             self.blocks = [_merge(b[i], b[i + 1]) for i in range(0, len(b) - 1, 2)] + ([b[-1]] if len(b) % 2 else [])
             self.width *= 2
 
-    def points(self) -> tuple[list[float], list[float]]:
-        """At most ``max_points`` (x, y) points showing every peak and dip seen so far."""
+    def points(self, limit: int | None = None) -> tuple[list[float], list[float]]:
+        """At most ``max_points`` (or ``limit``, if smaller; at least 4) (x, y) points showing
+        every peak and dip seen so far."""
+        cap = self.max_points if limit is None else max(4, min(limit, self.max_points))
         xs: list[float] = []
         ys: list[float] = []
         blocks = list(self.blocks)
@@ -90,8 +92,8 @@ class Decimator:
             if x2 != x1 or y2 != y1:
                 xs.append(x2)
                 ys.append(y2)
-        if len(xs) > self.max_points - 1:
-            xs, cols = downsample(xs, {"y": ys}, self.max_points - 1)
+        if len(xs) > cap - 1:
+            xs, cols = downsample(xs, {"y": ys}, cap - 1)
             ys = [math.nan if v is None else v for v in cols["y"]]
         if self.last is not None and (not xs or (xs[-1], ys[-1]) != self.last):
             # The line must end at the newest value, not at its block's extreme.

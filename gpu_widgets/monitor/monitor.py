@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from ..sampler import Sampler
 from . import cell_hooks, sampling
 from .advice import advice_for_run
@@ -58,6 +60,19 @@ GPU_CHARTS = {
 _live: "weakref.WeakSet[TrainingMonitor]" = weakref.WeakSet()
 
 
+# The GPU lines of each shown GPU: (curve, chart, label, line style).
+GPU_LINES: tuple[tuple[str, str, str, str], ...] = (
+    ("util", "gpu_util", "{name}", "solid"),
+    ("memory", "gpu_memory", "{name} used", "solid"),
+    ("torch_allocated", "gpu_memory", "{name} PyTorch allocated", "dashed"),
+    ("torch_reserved", "gpu_memory", "{name} PyTorch reserved", "dotted"),
+    ("temperature", "gpu_temperature", "{name}", "solid"),
+    ("power", "gpu_power", "{name}", "solid"),
+)
+METRIC_WEIGHT = 4  # a metric line gets this many times a GPU line's share of max_points
+MIN_LINE_POINTS = 16  # a line's share never goes below this, however many lines there are
+
+
 class TrainingMonitor:
     """A live view of a training run: metrics you ``log()``, and the GPUs the loop uses.
 
@@ -72,7 +87,9 @@ class TrainingMonitor:
       ``CUDA_VISIBLE_DEVICES``, else all), ``"all"``, or NVML indices such as ``[0, 1]``.
     * ``run_log``: True (default: write the run to ``$GPU_WIDGETS_RUN_DIR`` or the user data
       directory), False (off), or a directory to write runs to.
-    * ``max_points``: most points per plotted line (default 2000).
+    * ``max_points``: most points all the plotted lines hold together (default 2000): split
+      over the lines, a metric line getting 4 times a GPU line's share, each line at least 16;
+      min/max-bucketed, so peaks and dips survive. Bounds the bytes per redraw (~20 KB).
     * ``redraw_hz``: redraws per second, at most 4 (default 4).
     * ``flush_s``: the run log reaches the disk at least this often (default 1 s, at most 5).
     * ``display``: show the widget now (default True, in a notebook).
@@ -143,6 +160,7 @@ class TrainingMonitor:
         self._curves: dict[str, Decimator] = {}
         self._curve_pos: dict[str, int] = {}
         self._gpu_drawn: dict[int, int] = {}
+        self._drawn_shares: tuple[int, int] | None = None
         self._config_error: str | None = None
         self._torch: TorchState | None = None
         self._draw_due = 0.0
@@ -490,42 +508,60 @@ class TrainingMonitor:
             self._gpu_unwritten = []
             self._problem(f"run log stopped ({type(exc).__name__}: {exc}); the data stay in memory: monitor.save(path) writes them")
 
+    def _shares(self, devices: list[Any]) -> tuple[int, int]:
+        """Points per metric line and per GPU line: ``max_points`` split over all the lines drawn,
+        a metric line getting ``METRIC_WEIGHT`` times a GPU line's share (GPUs are sampled at
+        1 Hz; the loss is what users read closely). Never below ``MIN_LINE_POINTS``."""
+        n_metric = sum(1 for key in self._records.keys if self._plan.chart_of(key) is not None)
+        n_gpu = sum(1 for d in devices for curve, *_ in GPU_LINES if d.curves[curve].count)
+        units = METRIC_WEIGHT * n_metric + n_gpu
+        if not units:
+            return self.max_points, self.max_points
+        per = self.max_points / units
+        return max(MIN_LINE_POINTS, int(per * METRIC_WEIGHT)), max(MIN_LINE_POINTS, int(per))
+
     def _draw(self, n: int) -> None:
+        devices = self._shown_devices()
+        shares = self._shares(devices)
+        metric_points, gpu_points = shares
+        redraw_all = shares != self._drawn_shares  # a line appeared: every line gets its new share
+        if redraw_all:
+            self._drawn_shares = shares
+            self._gpu_drawn.clear()
         lines = []
         for i, key in enumerate(self._records.keys):
             dec = self._curves.get(key)
             if dec is None:
                 dec = self._curves[key] = Decimator(self.max_points)
-            pos = self._curve_pos.get(key, 0)
+            pos = self._curve_pos.get(key)
             origin = (self._t0 or 0.0) if self._x_axis == "time" else None
-            xs, ys, end = self._records.points(key, pos, n, origin)
-            if end == pos:
+            xs, ys, end = self._records.points(key, pos or 0, n, origin)
+            if end == (pos or 0) and not (redraw_all and pos is not None):
                 continue
             dec.extend(xs, ys)
             self._curve_pos[key] = end
             chart = self._plan.chart_of(key)
             if chart is not None:
-                lines.append((chart, key, color(i), "solid", *dec.points()))
-        for d in self._shown_devices():
+                px, py = dec.points(metric_points)
+                # x (seconds since start, or steps) in float32: ~ms for days, steps exact to 16 M.
+                # y stays float64: the values logged, exactly.
+                lines.append((chart, key, color(i), "solid", np.asarray(px, np.float32), np.asarray(py, np.float64)))
+        for d in devices:
             if self._gpu_drawn.get(d.index) != d.samples:
                 self._gpu_drawn[d.index] = d.samples
-                lines.extend(self._gpu_lines(d))
+                lines.extend(self._gpu_lines(d, gpu_points))
         self._view.update(self._header_html(), lines)
 
-    def _gpu_lines(self, d: Any) -> list[tuple]:
+    def _gpu_lines(self, d: Any, points: int | None = None) -> list[tuple]:
         c, name = color(d.index), f"GPU {d.index}"
         out = []
-        for chart, curve, label, style in (
-            ("gpu_util", "util", name, "solid"),
-            ("gpu_memory", "memory", f"{name} used", "solid"),
-            ("gpu_memory", "torch_allocated", f"{name} PyTorch allocated", "dashed"),
-            ("gpu_memory", "torch_reserved", f"{name} PyTorch reserved", "dotted"),
-            ("gpu_temperature", "temperature", name, "solid"),
-            ("gpu_power", "power", name, "solid"),
-        ):
+        for curve, chart, label, style in GPU_LINES:
             dec = d.curves[curve]
             if dec.count:
-                out.append((chart, label, c, style, *dec.points()))
+                px, py = dec.points(points)
+                # float32 both ways: percents, GiB, °C and W need far fewer than 7 digits.
+                out.append((chart, label.format(name=name), c, style, np.asarray(px, np.float32),
+                            np.asarray(py, np.float32)))
         if d.episodes:
             out.append(("gpu_util", f"{name} throttled", THROTTLE_COLOR, "band", *episode_line(d.episodes, 97.0)))
         return out

@@ -2,7 +2,8 @@
 
 Marks are created once and then only their ``x``/``y`` change (sent as binary arrays); every
 widget touched by one update is held with ``hold_sync()`` so each sends one message. Callers pass
-already bounded data (see decimator) and only what changed.
+already bounded data (see decimator) and only what changed; a numpy float array (float32 for
+the monitor) is sent as it is, anything else as float64.
 """
 from __future__ import annotations
 
@@ -64,6 +65,13 @@ class Chart:
 LineData = tuple[str, str, str, str, Sequence[float], Sequence[float]]
 
 
+def _array(values: Sequence[float]) -> np.ndarray:
+    """A float array as given (a caller may send float32: half the bytes), else float64."""
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        return values
+    return np.asarray(values, dtype=float)
+
+
 class ChartsView:
     """Header + a responsive grid of charts; charts appear when their first line does."""
 
@@ -110,8 +118,8 @@ class ChartsView:
                 mark = self.charts[chart_name].lines[line_name]
                 stack.enter_context(mark.hold_sync())
                 held.append(mark)
-                mark.x = np.asarray(xs, dtype=float)
-                mark.y = np.asarray(ys, dtype=float)
+                mark.x = _array(xs)
+                mark.y = _array(ys)
             for chart in new_marks:
                 chart.figure.marks = list(chart.lines.values())
         if new_charts:
