@@ -175,6 +175,11 @@ class LabServer:
         self.stop()
 
     # -- helpers -----------------------------------------------------------------------------
+    @property
+    def headers(self) -> dict[str, str]:
+        """What an authenticated client sends."""
+        return {"Authorization": f"token {self.token}"}
+
     def lab_url(self) -> str:
         """The JupyterLab page, with a fresh workspace and the token."""
         return f"{self.base_url}/lab?reset&token={self.token}"
@@ -184,7 +189,7 @@ class LabServer:
         url = f"{self.base_url}/{path.lstrip('/')}"
         if query:
             url += "?" + urllib.parse.urlencode(query)
-        req = urllib.request.Request(url, headers={"Authorization": f"token {self.token}"})
+        req = urllib.request.Request(url, headers=self.headers)
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.loads(resp.read().decode())
 
@@ -195,7 +200,7 @@ class LabServer:
             f"{self.base_url}/{path.lstrip('/')}",
             data=data,
             method=method,
-            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+            headers={**self.headers, "Content-Type": "application/json"},
         )
         with urllib.request.urlopen(req, timeout=60) as resp:
             text = resp.read().decode()

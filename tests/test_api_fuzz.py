@@ -7,14 +7,12 @@ unsupported field, so null values and lost devices go through the schema checks 
 """
 from __future__ import annotations
 
-import json
-
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.generation.modes import GenerationMode
 
-from .server_process import JupyterServerProcess
+from .lab_server import LabServer
 
 EXAMPLES_PER_OPERATION = 25
 
@@ -22,14 +20,14 @@ EXAMPLES_PER_OPERATION = 25
 @pytest.fixture(scope="module")
 def fuzz_server(tmp_path_factory):
     env = {"GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_FAULTS": "lost:1@0-3600; unsupported:0:power_w"}
-    with JupyterServerProcess(tmp_path_factory.mktemp("fuzz"), env=env, args=("--GpuWidgets.interval_s=0.2",)) as srv:
+    with LabServer(tmp_path_factory.mktemp("fuzz"), env=env, args=("--GpuWidgets.interval_s=0.2",)) as srv:
         yield srv
 
 
-def operations(server: JupyterServerProcess):
-    doc = json.loads(server.get("gpu-widgets/api/v1/openapi.json"))
+def operations(server: LabServer):
+    doc = server.api("openapi.json")
     schema = schemathesis.openapi.from_dict(doc)
-    schema.config.update(base_url=server.url + "gpu-widgets/api/v1")
+    schema.config.update(base_url=server.base_url + "/gpu-widgets/api/v1")
     return [result.ok() for result in schema.get_all_operations()]
 
 

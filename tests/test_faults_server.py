@@ -10,7 +10,7 @@ import urllib.error
 import pytest
 
 from .fake_nvml import build_fake_nvml, fake_nvml_env, write_config
-from .server_process import JupyterServerProcess
+from .lab_server import LabServer
 
 GIB = 1 << 30
 ROUTES = ("status", "devices", "samples/latest", "samples", "processes")
@@ -32,19 +32,15 @@ def driver(tmp_path_factory):
     config = tmp / "nvml.conf"
     write_config(config, {"gpus": BASE})
     env = {**fake_nvml_env(build_fake_nvml(), config), "GPU_WIDGETS_BACKEND": "nvml"}
-    with JupyterServerProcess(tmp, env=env, args=("--GpuWidgets.interval_s=0.2", "--GpuWidgets.slow_interval_s=0.5")) as srv:
+    with LabServer(tmp, env=env, args=("--GpuWidgets.interval_s=0.2", "--GpuWidgets.slow_interval_s=0.5")) as srv:
         srv.config = config
         yield srv
-
-
-def api(srv, path):
-    return json.loads(srv.get(f"gpu-widgets/api/v1/{path}"))
 
 
 def wait_latest(srv, predicate, timeout=20.0):
     deadline = time.monotonic() + timeout
     while True:
-        snap = api(srv, "samples/latest")
+        snap = srv.api("samples/latest")
         if snap["devices"] and predicate(snap["devices"]):
             return snap
         assert time.monotonic() < deadline, f"timed out; last: {json.dumps(snap)[:2000]}"
@@ -53,7 +49,7 @@ def wait_latest(srv, predicate, timeout=20.0):
 
 def all_routes_answer_200(srv):
     for route in ROUTES:
-        api(srv, route)  # urllib raises on any non-2xx
+        srv.api(route)  # urllib raises on any non-2xx
 
 
 def test_baseline_values(driver):
@@ -97,7 +93,7 @@ def test_a_lost_gpu_is_marked_and_comes_back_within_15_s_without_a_restart(drive
     assert snap["devices"][0]["utilization_gpu_percent"] == 93
     assert "GPU is lost" in snap["devices"][1]["unavailable"]["utilization_gpu_percent"]
     all_routes_answer_200(driver)
-    history = api(driver, "samples")
+    history = driver.api("samples")
     assert any(history["devices"][1]["lost"]), "the history marks the lost period"
     write_config(driver.config, {"gpus": gpus(g1={"util_gpu": 44})})
     t = time.monotonic()
@@ -114,7 +110,7 @@ def test_slow_nvml_calls_do_not_slow_the_api(driver):
     for _ in range(20):
         for route in ("status", "samples/latest", "processes"):
             t = time.monotonic()
-            api(driver, route)
+            driver.api(route)
             worst = max(worst, time.monotonic() - t)
     write_config(driver.config, {"gpus": BASE})
     # every NVML call now takes 300-400 ms; a handler that waited on one would take that long
@@ -123,9 +119,9 @@ def test_slow_nvml_calls_do_not_slow_the_api(driver):
 
 def test_without_any_nvml_library_every_route_answers_200_with_the_reason(tmp_path):
     env = {"GPU_WIDGETS_BACKEND": "auto", "LD_LIBRARY_PATH": ""}
-    with JupyterServerProcess(tmp_path, env=env) as srv:
+    with LabServer(tmp_path, env=env) as srv:
         deadline = time.monotonic() + 20
-        while (status := api(srv, "status"))["status"] == "starting":
+        while (status := srv.api("status"))["status"] == "starting":
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert status["status"] == "no_gpu" and "libnvidia-ml.so.1" in status["reason"]
@@ -140,21 +136,21 @@ def test_an_older_driver_without_new_functions_still_reports(tmp_path):
     write_config(config, {"cuda_driver_version": 11040, "gpus": [{"util_gpu": 70, "memory_used": 4 * GIB,
                                                                    "clocks_event_reasons": 4, "procs": [(os.getpid(), GIB)]}]})
     env = {**fake_nvml_env(lib, config), "GPU_WIDGETS_BACKEND": "nvml"}
-    with JupyterServerProcess(tmp_path, env=env, args=("--GpuWidgets.interval_s=0.2",)) as srv:
+    with LabServer(tmp_path, env=env, args=("--GpuWidgets.interval_s=0.2",)) as srv:
         snap = wait_latest(srv, lambda d: d[0]["processes"] is not None)
         d0 = snap["devices"][0]
         assert d0["utilization_gpu_percent"] == 70 and d0["memory_used_bytes"] > 0
         assert d0["throttle_reasons"] == ["sw_power_cap"]
         assert [p["pid"] for p in d0["processes"]] == [os.getpid()]
         assert snap["cuda_driver_version"] == "11.4"
-        card = api(srv, "devices")["devices"][0]
+        card = srv.api("devices")["devices"][0]
         assert card["cores"] is None and "function not found" in card["unavailable"]["cores"]
 
 
 def test_a_bad_setting_is_a_no_gpu_state_with_the_message_not_a_crash(tmp_path):
-    with JupyterServerProcess(tmp_path, env={"GPU_WIDGETS_BACKEND": "cuda"}) as srv:
+    with LabServer(tmp_path, env={"GPU_WIDGETS_BACKEND": "cuda"}) as srv:
         deadline = time.monotonic() + 20
-        while (status := api(srv, "status"))["status"] == "starting":
+        while (status := srv.api("status"))["status"] == "starting":
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert status["status"] == "no_gpu" and "GPU_WIDGETS_BACKEND='cuda' is not a backend" in status["reason"]
@@ -162,5 +158,5 @@ def test_a_bad_setting_is_a_no_gpu_state_with_the_message_not_a_crash(tmp_path):
 
 def test_unknown_route_is_404_json_not_500(driver):
     with pytest.raises(urllib.error.HTTPError) as info:
-        driver.get("gpu-widgets/api/v1/samples/oldest")
+        driver.api("samples/oldest")
     assert info.value.code == 404

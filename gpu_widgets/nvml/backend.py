@@ -5,13 +5,15 @@ import threading
 import time
 from typing import Any
 
-from ..backends.base import LOST, NO_GPU, OK, Backend, DeviceDict, lost_device
+from ..backends.base import LOST, NO_GPU, OK, Backend, DeviceDict, lost_device, null_fields
 from ..processes import ProcessDescriber, process_entry
 from .errors import LOST as LOST_KIND
 from .errors import NO_GPU as NO_GPU_KIND
 from .errors import UNSUPPORTED, Failure, classify
 from .library import NVML, NoGpu, Nvml
 from .readers import FAST_QUERIES, PCIE_QUERIES, STATIC_QUERIES, Query, peak_memory_bandwidth
+
+STATIC_FIELDS = tuple(f for q in STATIC_QUERIES for f in q.fields) + ("memory_bandwidth_bytes_per_s",)
 
 # How often a lost GPU is asked again whether it is back (well inside the 15 s promise).
 LOST_RETRY_S = 5.0
@@ -123,16 +125,10 @@ class NvmlBackend(Backend):
         if dev.info is not None:
             return dev.info
         info: DeviceDict = {"index": dev.index, "uuid": dev.uuid, "name": dev.name}
-        unavailable: dict[str, str] = {}
         if dev.lost_reason is not None:
-            for q in STATIC_QUERIES:
-                for f in q.fields:
-                    info[f] = None
-                    unavailable[f] = dev.lost_reason
-            info["memory_bandwidth_bytes_per_s"] = None
-            info["status"] = LOST
-            info["unavailable"] = unavailable
-            return info  # not cached: asked again once the GPU is back
+            values, reasons = null_fields(STATIC_FIELDS, dev.lost_reason)
+            return {**info, **values, "status": LOST, "unavailable": reasons}  # not cached: asked again once back
+        unavailable: dict[str, str] = {}
         for q in STATIC_QUERIES:
             self._run(dev, q, info, unavailable, now=self._clock())
         info["memory_bandwidth_bytes_per_s"] = peak_memory_bandwidth(
