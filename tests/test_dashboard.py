@@ -67,7 +67,9 @@ def test_live_updates_and_threads_that_end(shared_simulated):
     dash = GpuDashboard(display=False, refresh_s=0.25)
     assert dash.running and len(dashboard_threads()) == 1 and sampling.holders() == 1
     deadline = time.monotonic() + 5
-    while not dash._view.charts and time.monotonic() < deadline:
+    # The dashboard's thread adds charts one by one: wait for the one we check, not just the first.
+    charts = dash._view.charts
+    while not ("power" in charts and "GPU 0" in charts["power"].lines) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "GPU 0" in marks(dash._view.charts, "power")  # drawn by its own thread
     assert "live" in header(dash)
