@@ -8,6 +8,7 @@ Process lists are not kept here: they are large and only the latest matters.
 from __future__ import annotations
 
 import math
+import operator
 import threading
 from array import array
 from typing import Any
@@ -24,6 +25,7 @@ THROTTLE = "throttle_mask"
 LOST = "lost"
 COLUMNS: tuple[str, ...] = SERIES_FIELDS + (THROTTLE, LOST)
 BITMASKS = frozenset({THROTTLE, LOST})
+_series_values = operator.itemgetter(*SERIES_FIELDS)
 
 
 def capacity_for(window_s: float, interval_s: float) -> int:
@@ -67,14 +69,16 @@ class History:
                 seen.add(idx)
                 entry = self._devices.get(idx)
                 if entry is None:
-                    entry = self._devices[idx] = {
-                        "cols": {c: array("d", [NAN]) * self.capacity for c in COLUMNS},
-                    }
+                    cols = {c: array("d", [NAN]) * self.capacity for c in COLUMNS}
+                    entry = self._devices[idx] = {"cols": cols, "series": [cols[f] for f in SERIES_FIELDS]}
                 entry["uuid"], entry["name"] = dev.get("uuid"), dev.get("name")
                 cols = entry["cols"]
-                for field in SERIES_FIELDS:
-                    v = dev.get(field)
-                    cols[field][pos] = NAN if v is None else v
+                try:
+                    values = _series_values(dev)  # one C call: this runs per GPU per tick
+                except KeyError:  # a backend that leaves a field out means "no data"
+                    values = [dev.get(f) for f in SERIES_FIELDS]
+                for col, v in zip(entry["series"], values):
+                    col[pos] = NAN if v is None else v
                 reasons = dev.get("throttle_reasons")
                 cols[THROTTLE][pos] = NAN if reasons is None else mask_from_names(reasons)
                 cols[LOST][pos] = 1.0 if dev.get("status") == "lost" else 0.0

@@ -18,23 +18,29 @@ def compose(
     slow: dict[int, dict[str, Any]],
     uuids: list[str | None] | None = None,
 ) -> dict[str, Any]:
-    """Merge a fast read with the latest slow read of each device into one snapshot."""
-    devices = []
+    """Merge a fast read with the latest slow read of each device into one snapshot.
+
+    The fast read's dicts become the snapshot's devices (they are fresh from ``read_fast``;
+    copying them again cost a tenth of a tick). The slow parts are shared, so only read.
+    """
     for dev in fast:
-        merged = dict(dev)
-        unavailable = dict(merged.pop("unavailable", None) or {})
+        unavailable = dev.pop("unavailable", None)
+        if unavailable is None:
+            unavailable = {}
         if dev.get("status") != "lost":
             part = slow.get(dev["index"])
             if part is None:
                 for f in SLOW_FIELDS:
-                    merged[f] = None
+                    dev[f] = None
                     unavailable[f] = PENDING
             else:
                 for f in SLOW_FIELDS:
-                    merged[f] = part.get(f)
-                unavailable.update(part.get("unavailable") or {})
-        merged["unavailable"] = unavailable
-        devices.append(merged)
+                    dev[f] = part.get(f)
+                more = part.get("unavailable")
+                if more:
+                    unavailable.update(more)
+        dev["unavailable"] = unavailable  # last, after the slow fields, as people read it
+    devices = fast
     if uuids is None:
         uuids = [d.get("uuid") for d in fast]
     return {

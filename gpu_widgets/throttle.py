@@ -27,21 +27,30 @@ SLOWDOWNS: frozenset[str] = frozenset(
 )
 
 
+_KNOWN = 0
+for _bit, _, _ in REASONS:
+    _KNOWN |= _bit
+_BITS: dict[str, int] = {name: bit for bit, name, _ in REASONS}
+# A GPU shows a handful of distinct masks over its life; the sampler asks for each GPU every tick.
+_NAMES_CACHE: dict[int, tuple[str, ...]] = {}
+
+
 def names_from_mask(mask: int) -> list[str]:
     """NVML bitmask -> our names, in display order; unknown bits become ``other_0x...``."""
-    names = [name for bit, name, _ in REASONS if mask & bit]
-    known = 0
-    for bit, _, _ in REASONS:
-        known |= bit
-    rest = mask & ~known
-    if rest:
-        names.append(f"other_{rest:#x}")
-    return names
+    names = _NAMES_CACHE.get(mask)
+    if names is None:
+        found = [name for bit, name, _ in REASONS if mask & bit]
+        rest = mask & ~_KNOWN
+        if rest:
+            found.append(f"other_{rest:#x}")
+        names = tuple(found)
+        if len(_NAMES_CACHE) < 4096:  # bounded even if a driver reported garbage masks
+            _NAMES_CACHE[mask] = names
+    return list(names)
 
 
 def mask_from_names(names: list[str]) -> int:
-    bits = {name: bit for bit, name, _ in REASONS}
     mask = 0
     for name in names:
-        mask |= bits.get(name, 0)
+        mask |= _BITS.get(name, 0)
     return mask

@@ -149,12 +149,12 @@ def test_no_permission_is_null_with_a_reason():
 
 def test_unexpected_exception_in_the_bindings_is_data_not_a_crash(monkeypatch):
     fake = FakeNvml([h100()])
-    backend = opened(fake)
 
     def broken(h):
         raise OSError("ctypes went wrong")
 
     monkeypatch.setattr(fake, "nvmlDeviceGetTemperature", lambda h, s: broken(h))
+    backend = opened(fake)  # the backend looks pynvml's functions up when it opens
     d = backend.read_fast(0.0)[0]
     assert d["temperature_c"] is None
     assert "OSError: ctypes went wrong" in d["unavailable"]["temperature_c"]

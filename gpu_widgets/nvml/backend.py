@@ -6,12 +6,12 @@ import time
 from typing import Any
 
 from ..backends.base import LOST, NO_GPU, OK, Backend, DeviceDict, lost_device, null_fields
-from ..processes import ProcessDescriber, process_entry
+from ..processes import ProcessDescriber
 from .errors import LOST as LOST_KIND
 from .errors import NO_GPU as NO_GPU_KIND
 from .errors import UNSUPPORTED, Failure, classify
 from .library import NVML, NoGpu, Nvml
-from .readers import FAST_QUERIES, PCIE_QUERIES, STATIC_QUERIES, Query, peak_memory_bandwidth
+from .readers import FAST_QUERIES, PCIE_QUERIES, STATIC_QUERIES, BoundReader, Query, bind, peak_memory_bandwidth
 
 STATIC_FIELDS = tuple(f for q in STATIC_QUERIES for f in q.fields) + ("memory_bandwidth_bytes_per_s",)
 
@@ -43,6 +43,8 @@ class NvmlBackend(Backend):
         self._nvml = nvml
         self._clock = clock
         self._nv: Any = None
+        self._fast: list[tuple[Query, BoundReader]] = []
+        self._pcie: list[tuple[Query, BoundReader]] = []
         self._devices: list[_Device] = []
         self._describer = ProcessDescriber()
         self._process_query = Query("processes", ("processes",), self._processes)
@@ -59,6 +61,9 @@ class NvmlBackend(Backend):
             self._opened = True
             return
         self._nv = nv
+        # pynvml's functions are looked up once: the fast loop calls them 12 times per GPU per tick.
+        self._fast: list[tuple[Query, BoundReader]] = [(q, bind(q, nv)) for q in FAST_QUERIES]
+        self._pcie: list[tuple[Query, BoundReader]] = [(q, bind(q, nv)) for q in PCIE_QUERIES]
         try:
             count = nv.nvmlDeviceGetCount()
         except Exception as exc:
@@ -171,6 +176,21 @@ class NvmlBackend(Backend):
             return False
         return True
 
+    def _read_bound(self, dev: _Device, queries: list[tuple[Query, BoundReader]], out: DeviceDict,
+                    unavailable: dict[str, str], now: float) -> bool:
+        """``_run`` for bound queries, inlined for the common path; False when the device was lost."""
+        handle, unsupported = dev.handle, dev.unsupported
+        for q, read in queries:
+            if unsupported and q.key in unsupported:
+                self._run(dev, q, out, unavailable, now)
+                continue
+            try:
+                read(handle, out)
+            except Exception as exc:
+                if not self._failed(dev, q, exc, out, unavailable, now):
+                    return False
+        return True
+
     def read_fast(self, t: float) -> list[DeviceDict]:
         if self.status != OK:
             return []
@@ -184,17 +204,7 @@ class NvmlBackend(Backend):
                 continue
             sample: DeviceDict = {"index": dev.index, "uuid": dev.uuid, "name": dev.name, "status": OK}
             unavailable: dict[str, str] = {}
-            nv, handle, unsupported = self._nv, dev.handle, dev.unsupported
-            for q in FAST_QUERIES:
-                # The common path inlined (this loop runs 12 times per GPU per tick).
-                if unsupported and q.key in unsupported:
-                    self._run(dev, q, sample, unavailable, now)
-                    continue
-                try:
-                    q.read(nv, handle, sample)
-                except Exception as exc:
-                    if not self._failed(dev, q, exc, sample, unavailable, now):
-                        break
+            self._read_bound(dev, self._fast, sample, unavailable, now)
             if dev.lost_reason is not None:
                 samples.append(lost_device(dev.index, dev.uuid, dev.name, dev.lost_reason))
                 continue
@@ -213,7 +223,7 @@ class NvmlBackend(Backend):
                 continue  # the fast path reports it lost and probes it
             part: DeviceDict = {"index": dev.index}
             unavailable: dict[str, str] = {}
-            alive = all(self._run(dev, q, part, unavailable, now) for q in PCIE_QUERIES)
+            alive = self._read_bound(dev, self._pcie, part, unavailable, now)
             if alive:
                 alive = self._run(dev, self._process_query, part, unavailable, now)
             if not alive:
@@ -240,7 +250,7 @@ class NvmlBackend(Backend):
                 prev = used.get(p.pid)
                 mem = p.usedGpuMemory
                 used[p.pid] = mem if prev is None else max(prev, mem or 0)
-        out["processes"] = [process_entry(pid, mem, self._describer.describe(pid)) for pid, mem in sorted(used.items())]
+        out["processes"] = self._describer.entries(sorted(used.items()))
 
     def close(self) -> None:
         self._devices = []
