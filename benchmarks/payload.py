@@ -126,6 +126,9 @@ def worker() -> None:
                     mon._tick()  # the timer's work; the inbox holds an hour, so drain every 10 min
         state["logged"] = steps
         before = len(REC.redraws)
+        # A full redraw (every line re-sent, GPU lines included), the largest a redraw can be; the
+        # timer's redraws send only the lines that changed, so they are this size or smaller.
+        mon._drawn_shares = None
         mon.refresh()
         last = REC.redraws[-1] if len(REC.redraws) > before else None
         points = sum(len(m.x) for c in mon._view.charts.values() for m in c.lines.values())
@@ -165,12 +168,16 @@ def measure(smoke: bool = False, log: Callable[[str], None] = print) -> dict[str
             w.close()
     sizes = [p["redraw"]["content_bytes"] + p["redraw"]["binary_bytes"] for p in result["points"] if p["redraw"]]
     worst = max([p["max_redraw_bytes_so_far"] for p in result["points"]], default=0)
-    flat = bool(sizes) and max(sizes) <= 1.25 * sizes[len(sizes) // 2] if len(sizes) > 2 else True
+    # Flat: once the lines hold their point budget (from 10^3 steps on), a full redraw no longer
+    # grows with the run. Below that, a short run simply has fewer points to send.
+    settled = [size for p, size in zip([p for p in result["points"] if p["redraw"]], sizes) if p["steps"] >= 1_000]
+    flat = bool(settled) and max(settled) <= 1.25 * min(settled)
     result["targets"] = [
         {"target": "payload per redraw <= 32 KB", "status": "met" if worst <= TARGET_BYTES else "MISSED",
          "value": worst, "limit": TARGET_BYTES, "measure": "largest redraw seen over the whole run"},
         {"target": "payload flat in the number of steps", "status": "met" if flat else "MISSED",
-         "value": sizes, "measure": "bytes of the full redraw at each checkpoint"},
+         "value": sizes,
+         "measure": "bytes of a full redraw at each checkpoint; from 10^3 steps on, max <= 1.25x min"},
     ]
     return result
 
@@ -178,7 +185,7 @@ def measure(smoke: bool = False, log: Callable[[str], None] = print) -> dict[str
 def table(result: dict[str, Any]) -> list[str]:
     if "skipped" in result:
         return [f"skipped: {result['skipped']}"]
-    lines = ["| steps logged | GPU samples (8 GPUs) | redraw: messages | JSON bytes | binary bytes | total KB | "
+    lines = ["| steps logged | GPU samples (8 GPUs) | full redraw: messages | JSON bytes | binary bytes | total KB | "
              "largest redraw so far KB | points held by the marks | widgets created in the redraw KB (once) |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for p in result["points"]:

@@ -46,21 +46,25 @@ def monitor_ready(python: str | None = None) -> tuple[bool, str]:
 
 
 TORCH_THREADS = 1
+# Many short interleaved rounds rather than a few long ones: the medians of paired ratios tighten
+# with the square root of the rounds, and a burst of noise spoils one short pair, not a long one.
+ROUNDS = 30
+RUN_S = 1.5
 
 
-def _threads_cpu(prefix: str) -> float:
-    """CPU seconds used so far by this process's threads whose name starts with ``prefix`` (the
-    monitor's timer and the sampler's threads), from each thread's own CPU clock."""
+def _threads_cpu(prefix: str) -> dict[str, float]:
+    """CPU seconds used so far by each of this process's threads whose name starts with ``prefix``
+    (the monitor's timer and the sampler's threads), from each thread's own CPU clock."""
     import threading
 
-    total = 0.0
+    out: dict[str, float] = {}
     for t in threading.enumerate():
         if t.name.startswith(prefix) and t.ident is not None:
             try:
-                total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+                out[t.name] = out.get(t.name, 0.0) + time.clock_gettime(time.pthread_getcpuclockid(t.ident))
             except (OSError, AttributeError):
                 pass
-    return total
+    return out
 
 
 def worker(variants: list[str]) -> None:
@@ -92,11 +96,21 @@ def worker(variants: list[str]) -> None:
         opt.step()
         return loss.item(), (out.argmax(dim=1) == yb).float().mean().item()
 
-    def plain(steps: int) -> float:
-        t0 = time.perf_counter()
+    # Every runner returns (wall seconds, the loop thread's own CPU seconds). The CPU clock of the
+    # loop's thread leaves out time the thread waits (for the core or the GIL), so it measures the
+    # work an observer adds to the loop itself, without most of the shared machine's noise.
+    def clocks() -> tuple[float, float]:
+        return time.perf_counter(), time.thread_time()
+
+    def since(start: tuple[float, float]) -> tuple[float, float]:
+        wall, cpu = clocks()
+        return wall - start[0], cpu - start[1]
+
+    def plain(steps: int) -> tuple[float, float]:
+        t0 = clocks()
         for i in range(steps):
             step(i)
-        return time.perf_counter() - t0
+        return since(t0)
 
     kept: dict[str, Any] = {}
 
@@ -108,27 +122,30 @@ def worker(variants: list[str]) -> None:
         if mon is None:
             mon = kept["monitor"] = TrainingMonitor("bench", display=False, run_log=run_dir)
         c0 = _threads_cpu("gpu-widgets")
-        t0 = time.perf_counter()
+        t0 = clocks()
         for i in range(steps):
             loss, acc = step(i)
             mon.log(loss=loss, accuracy=acc)
-        dt = time.perf_counter() - t0
-        used = _threads_cpu("gpu-widgets") - c0
-        kept.setdefault("threads_cpu_share", []).append(used / dt)
-        return dt
+        wall, cpu = since(t0)
+        c1 = _threads_cpu("gpu-widgets")
+        shares = kept.setdefault("threads_cpu_share", {})
+        for name in c1:
+            shares.setdefault(name, []).append((c1[name] - c0.get(name, 0.0)) / wall)
+        shares.setdefault("all", []).append((sum(c1.values()) - sum(c0.values())) / wall)
+        return wall, cpu
 
     def ours_new(steps: int) -> float:
         """A new monitor per run: its start-up (sampler lease, widgets, first redraw) is included."""
         from gpu_widgets import TrainingMonitor
 
         mon = TrainingMonitor("bench", display=False, run_log=run_dir)
-        t0 = time.perf_counter()
+        t0 = clocks()
         for i in range(steps):
             loss, acc = step(i)
             mon.log(loss=loss, accuracy=acc)
-        dt = time.perf_counter() - t0
+        out = since(t0)
         mon.finish()
-        return dt
+        return out
 
     def livelossplot(steps: int) -> float:
         from livelossplot import PlotLosses
@@ -136,29 +153,29 @@ def worker(variants: list[str]) -> None:
         pl = kept.get("plotlosses")
         if pl is None:
             pl = kept["plotlosses"] = PlotLosses()
-        t0 = time.perf_counter()
+        t0 = clocks()
         for i in range(steps):
             loss, acc = step(i)
             pl.update({"loss": loss, "accuracy": acc})
         pl.send()  # once per run, as its documentation does once per epoch
-        dt = time.perf_counter() - t0
+        out = since(t0)
         import matplotlib.pyplot as plt
 
         plt.close("all")
-        return dt
+        return out
 
     def tqdm_notebook(steps: int) -> float:
         from tqdm.notebook import tqdm
 
-        t0 = time.perf_counter()
+        t0 = clocks()
         bar = tqdm(range(steps), leave=False)
         for i in bar:
             loss, acc = step(i)
             bar.set_postfix(loss=loss, accuracy=acc, refresh=False)
         bar.close()
-        return time.perf_counter() - t0
+        return since(t0)
 
-    runners: dict[str, Callable[[int], float]] = {
+    runners: dict[str, Callable[[int], tuple[float, float]]] = {
         "baseline": plain, "baseline A/A": plain, "gpu-widgets": ours, "gpu-widgets, new monitor each run": ours_new,
         "livelossplot": livelossplot,
         "tqdm.notebook": tqdm_notebook,
@@ -166,7 +183,8 @@ def worker(variants: list[str]) -> None:
 
     def run(variant: str, steps: int) -> dict[str, Any]:
         gc.collect()
-        return {"seconds": runners[variant](steps)}
+        wall, cpu = runners[variant](steps)
+        return {"seconds": wall, "loop_cpu_seconds": cpu}
 
     def log_cost(calls: int, batch_calls: int = 1000) -> dict[str, Any]:
         from gpu_widgets import TrainingMonitor
@@ -184,13 +202,13 @@ def worker(variants: list[str]) -> None:
         return {"us": summary(per_call), "calls": calls, "keys": 2}
 
     def threads() -> dict[str, Any]:
-        shares = kept.get("threads_cpu_share", [])
-        return {"monitor_threads_cpu_share": summary(shares)}
+        shares = kept.get("threads_cpu_share", {})
+        return {"monitor_threads_cpu_share": {name: summary(v) for name, v in shares.items()}}
 
     def info() -> dict[str, Any]:
         plain(50)  # warm-up: first calls of torch are slow
         return {"torch": torch.__version__, "threads": torch.get_num_threads(), "variants": variants,
-                "step_ms": 1e3 * min(plain(50) for _ in range(3)) / 50}
+                "step_ms": 1e3 * min(plain(50)[0] for _ in range(3)) / 50}
 
     serve({"run": run, "log_cost": log_cost, "info": info, "threads": threads})
 
@@ -220,22 +238,25 @@ def measure(smoke: bool = False, with_peers: bool = True, log: Callable[[str], N
             variants.append(v)
         else:
             result["skipped"][v] = why_peer
-    rounds = 2 if smoke else 12
+    rounds = 2 if smoke else ROUNDS
     calls = 20_000 if smoke else 200_000
     with FakeDriver() as driver:
         env = driver.env(MPLBACKEND="Agg", GPU_WIDGETS_BACKEND="nvml")
         w = Worker(python, "benchmarks.training", ["--worker", *variants], env, timeout=1200)
         try:
             info = w.call(op="info")
-            steps = max(10, int((0.05 if smoke else 2.5) / (info["step_ms"] / 1e3)))
+            steps = max(10, int((0.05 if smoke else RUN_S) / (info["step_ms"] / 1e3)))
             result.update(python=python, torch=info["torch"], torch_threads=info["threads"], steps_per_run=steps,
                           step_ms=info["step_ms"], rounds=rounds, variants=variants)
             log(f"  training: {', '.join(variants)}; {steps} steps per run, {rounds} rounds")
             for v in variants:  # warm-up: first imports, first sampler start, first figure
                 w.call(op="run", variant=v, steps=min(steps, 20))
             times: dict[str, list[float]] = {v: [] for v in variants}
+            cpu_times: dict[str, list[float]] = {v: [] for v in variants}
             for _, v in interleaved(variants, rounds, seed=1):
-                times[v].append(w.call(op="run", variant=v, steps=steps)["seconds"] / steps * 1e3)
+                r = w.call(op="run", variant=v, steps=steps)
+                times[v].append(r["seconds"] / steps * 1e3)
+                cpu_times[v].append(r["loop_cpu_seconds"] / steps * 1e3)
             if ready:
                 result["monitor_threads"] = w.call(op="threads")["monitor_threads_cpu_share"]
                 log("  training: TrainingMonitor.log() cost")
@@ -245,15 +266,41 @@ def measure(smoke: bool = False, with_peers: bool = True, log: Callable[[str], N
         finally:
             w.close()
     result["ms_per_step"] = {v: summary(t) for v, t in times.items()}
-    base = times["baseline"]
-    result["slowdown"] = {}
-    for v in variants:
-        if v == "baseline":
-            continue
-        ratios = [t / b - 1.0 for t, b in zip(times[v], base)]
-        result["slowdown"][v] = {**summary(ratios), "per_round": ratios}
+    result["loop_cpu_ms_per_step"] = {v: summary(t) for v, t in cpu_times.items()}
+    result["slowdown"] = _paired(times, variants)
+    # Noise on a shared machine only ever slows a run down; the fastest of many runs is the
+    # steadiest estimate of each variant's own cost.
+    result["fastest_slowdown"] = {v: min(times[v]) / min(times["baseline"]) - 1.0 for v in variants if v != "baseline"}
+    result["loop_cpu_slowdown"] = _paired(cpu_times, variants)
     result["targets"] = _targets(result)
     return result
+
+
+def _paired(times: dict[str, list[float]], variants: list[str]) -> dict[str, Any]:
+    """Each variant against the baseline of the same round: median and spread of the ratios - 1."""
+    base = times["baseline"]
+    out = {}
+    for v in variants:
+        if v != "baseline":
+            ratios = [t / b - 1.0 for t, b in zip(times[v], base)]
+            out[v] = {**summary(ratios), "per_round": ratios}
+    return out
+
+
+def overhead_bound(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The monitor's cost to the loop, from CPU clocks: the work it adds to the loop's own thread
+    (one log() per step) plus all the CPU its threads use, which is the most they can hold the
+    GIL or a core that the loop wants."""
+    cpu, threads = result.get("loop_cpu_slowdown", {}), result.get("monitor_threads", {})
+    if "gpu-widgets" not in cpu or "all" not in threads:
+        return None
+    # The work log() adds to the loop's thread, from its own benchmark (exact; the loop-thread CPU
+    # A/B above measures the same thing, with the machine's noise in it).
+    if "log_us" not in result:
+        return None
+    in_loop = result["log_us"]["us"]["median"] / 1e3 / result["step_ms"]
+    beside = threads["all"]["median"]
+    return {"in_loop": in_loop, "threads": beside, "total": in_loop + beside}
 
 
 def _targets(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -261,15 +308,22 @@ def _targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     if "gpu-widgets" not in s:
         return [{"target": "TrainingMonitor slowdown < 1 %", "status": "not measured",
                  "detail": result["skipped"].get("gpu-widgets", "")}]
+    out = []
+    bound = overhead_bound(result)
+    if bound is not None:
+        out.append({"target": "TrainingMonitor overhead < 1 % (loop-thread CPU added + the monitor's threads' CPU)",
+                    "status": "met" if bound["total"] < 0.01 else "MISSED", "value": bound["total"], "limit": 0.01,
+                    **bound})
     ours, aa = s["gpu-widgets"], s["baseline A/A"]
     noise = max(abs(aa["p25"]), abs(aa["p75"]))
-    status = "met" if ours["median"] < 0.01 else "MISSED"
-    out = [{"target": "TrainingMonitor slowdown < 1 % (one monitor for the run, steady state)", "status": status,
-            "value": ours["median"], "spread": [ours["p25"], ours["p75"]],
-            "noise_floor": [aa["p25"], aa["median"], aa["p75"]], "resolvable": noise < 0.01}]
+    out.append({"target": "TrainingMonitor wall-clock slowdown < 1 % (one monitor for the run, steady state)",
+                "status": ("met" if ours["median"] < 0.01 else "MISSED") if noise < 0.01
+                else f"not resolvable here (A/A spread up to {100 * noise:.1f} %)",
+                "value": ours["median"], "spread": [ours["p25"], ours["p75"]],
+                "noise_floor": [aa["p25"], aa["median"], aa["p75"]], "resolvable": noise < 0.01})
     new = s.get("gpu-widgets, new monitor each run")
     if new is not None:
-        out.append({"target": "TrainingMonitor slowdown < 1 % (a new monitor per 2.5 s run, start-up included)",
+        out.append({"target": f"TrainingMonitor wall-clock slowdown < 1 % (a new monitor per {RUN_S} s run, start-up included)",
                     "status": "met" if new["median"] < 0.01 else "MISSED", "value": new["median"],
                     "spread": [new["p25"], new["p75"]]})
     if "log_us" in result:
@@ -284,19 +338,31 @@ def table(result: dict[str, Any]) -> list[str]:
         return [f"skipped: {result['skipped']['all']}"]
     lines = [f"{result['steps_per_run']} steps per run (MLP 64-512-512-10, batch 128, torch {result['torch']}, "
              f"{result['torch_threads']} threads), {result['rounds']} interleaved rounds", "",
-             "| variant | ms / step (median) | p25-p75 | slowdown vs baseline (median) | p25-p75 |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+             "| variant | wall ms / step (median) | wall slowdown vs baseline (median) | p25-p75 | fastest runs' ratio | "
+             "loop-thread CPU ms / step | loop-thread CPU added (median) | p25-p75 |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+
+    def pct(d: dict[str, Any] | None) -> str:
+        if d is None:
+            return "- | -"
+        return f"{100 * d['median']:+.2f} % | {100 * d['p25']:+.2f} to {100 * d['p75']:+.2f} %"
+
     for v, s in result["ms_per_step"].items():
-        sl = result["slowdown"].get(v)
-        slow = "-" if sl is None else f"{100 * sl['median']:+.2f} % | {100 * sl['p25']:+.2f} to {100 * sl['p75']:+.2f} %"
-        if sl is None:
-            slow += " | -"
+        c = result["loop_cpu_ms_per_step"][v]
         label = v + (" (noise floor)" if v == "baseline A/A" else "")
-        lines.append(f"| {label} | {s['median']:.3f} | {s['p25']:.3f}-{s['p75']:.3f} | {slow} |")
-    if "monitor_threads" in result:
-        mt = result["monitor_threads"]
-        lines.append(f"\nThe monitor's own threads (timer, sampler) used {100 * mt['median']:.2f} % of one core while the "
-                     f"loop ran (median of {mt['n']} runs, p25-p75 {100 * mt['p25']:.2f}-{100 * mt['p75']:.2f} %): the work that can compete with the loop for the GIL.")
+        fastest = result.get("fastest_slowdown", {}).get(v)
+        fast_txt = "-" if fastest is None else f"{100 * fastest:+.2f} %"
+        lines.append(f"| {label} | {s['median']:.3f} | {pct(result['slowdown'].get(v))} | {fast_txt} | {c['median']:.3f} | "
+                     f"{pct(result['loop_cpu_slowdown'].get(v))} |")
+    threads = result.get("monitor_threads") or {}
+    if "all" in threads:
+        parts = ", ".join(f"{name} {100 * t['median']:.3f} %" for name, t in sorted(threads.items()) if name != "all")
+        lines.append(f"\nThe monitor's own threads used {100 * threads['all']['median']:.2f} % of one core while the loop "
+                     f"ran (median of {threads['all']['n']} runs; {parts}).")
+    bound = overhead_bound(result)
+    if bound is not None:
+        lines.append(f"Overhead from CPU clocks: {100 * bound['in_loop']:.3f} % added to the loop's thread (log() per step) "
+                     f"+ {100 * bound['threads']:.2f} % used beside it = **{100 * bound['total']:.2f} %** of the loop.")
     if "log_us" in result:
         u = result["log_us"]["us"]
         lines.append(f"\nTrainingMonitor.log() with {result['log_us']['keys']} float keys: median {u['median']:.2f} µs "

@@ -5,6 +5,7 @@ import base64
 import gc
 import json
 import math
+import random
 import statistics
 import sys
 import time
@@ -177,6 +178,27 @@ def test_decimator_is_bounded_and_keeps_extremes():
     assert len(px) <= 100 and min(py) == -7.0 and max(py) == 9.0
     assert dec.first_nonfinite[0] == 500 and math.isnan(dec.first_nonfinite[1])
     assert dec.nonfinite == 1 and dec.count == 999_999
+
+
+def test_decimator_points_stay_in_order_within_the_cap_and_end_at_the_newest_value():
+    rng = random.Random(7)
+    for max_points, limit, n in [(4, None, 9_999), (16, 10, 50_000), (100, 3, 12_345), (333, None, 3_000), (100, None, 0)]:
+        xs = list(range(n))
+        ys = [rng.gauss(0.0, 1.0) for _ in xs]
+        dec = Decimator(max_points)
+        i = 0
+        while i < n:  # pieces of random size, as redraws see them
+            k = rng.randint(1, 3_000)
+            dec.extend(xs[i:i + k], ys[i:i + k])
+            i += k
+        px, py = dec.points(limit)
+        assert len(px) == len(py) <= (max_points if limit is None else max(4, min(limit, max_points)))
+        if n:
+            assert min(py) == min(ys) and max(py) == max(ys)
+            assert (px[-1], py[-1]) == (xs[-1], ys[-1])
+            assert all(a <= b for a, b in zip(px, px[1:]))
+        else:
+            assert len(px) == 0
 
 
 def test_non_finite_values_are_kept_and_flagged():

@@ -81,6 +81,17 @@ def test_save_and_load_round_trip_loses_nothing(tmp_path):
     assert first["step"] == 7 and math.isnan(first["loss"])  # NaN stays NaN, not null
 
 
+def test_run_log_lines_are_exactly_what_json_writes_for_each_row():
+    mon = make(run_log=False)
+    awkward_run(mon)
+    rec = mon._records
+    for start, stop in [(0, rec.size), (0, 1), (5, 160), (150, 301), (rec.size - 1, rec.size), (10, 10)]:
+        expected = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rec.rows(start, stop))
+        assert rec.jsonl(start, stop) == expected, (start, stop)
+    assert "NaN" in rec.jsonl() and "-Infinity" in rec.jsonl()
+    mon.finish()
+
+
 def test_save_needs_a_known_format(tmp_path):
     mon = make(run_log=False)
     mon.log(loss=1.0)

@@ -6,27 +6,18 @@ blocks, each remembering its lowest and highest value (in the order they happene
 blocks fill up, neighbours merge and every block covers twice as many points. The payload is
 then bounded by ``gpu_widgets.downsample`` (the same min/max buckets as the GPU history), which
 works on the few thousand block extremes instead of the raw points. Peaks and dips survive both.
+Blocks live in a NumPy array: reading them all for a redraw then costs tens of µs, not ms.
 
 Non-finite values are not plotted (a NaN breaks a line, an inf breaks the scale); the first one
 of each series is remembered so the monitor can say where the run went wrong.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-from ..downsample import downsample
+import numpy as np
 
-# A block: (x_first, y_first, x_second, y_second) with the block's min and max ordered by x.
-Block = tuple[float, float, float, float]
-
-
-def _merge(a: Block, b: Block) -> Block:
-    pts = ((a[0], a[1]), (a[2], a[3]), (b[0], b[1]), (b[2], b[3]))
-    lo = min(pts, key=lambda p: p[1])
-    hi = max(pts, key=lambda p: p[1])
-    first, second = (lo, hi) if lo[0] <= hi[0] else (hi, lo)
-    return (first[0], first[1], second[0], second[1])
+from ..downsample import downsample_arrays
 
 
 class Decimator:
@@ -36,7 +27,10 @@ class Decimator:
         self.max_points = max_points
         self.max_blocks = 2 * max_points
         self.width = 1  # raw points per closed block
-        self.blocks: list[Block] = []
+        # Closed blocks, one row each: (x_first, y_first, x_second, y_second), the block's min and
+        # max ordered by x. NumPy, because the redraw reads them all 4 times a second.
+        self._blocks = np.empty((self.max_blocks, 4))
+        self.n_blocks = 0
         self._open: list[float] | None = None  # [count, x_lo, y_lo, x_hi, y_hi]
         self.count = 0  # finite points folded in
         self.seen = 0  # all points fed, non-finite ones included
@@ -56,47 +50,63 @@ class Decimator:
             self.last = (x, y)
             o = self._open
             if o is None:
-                self._open = [1, x, y, x, y]
+                o = self._open = [1, x, y, x, y]
             else:
                 o[0] += 1
                 if y < o[2]:
                     o[1], o[2] = x, y
                 if y > o[4]:
                     o[3], o[4] = x, y
-            if self._open[0] >= self.width:
+            if o[0] >= self.width:
                 self._close()
 
     def _close(self) -> None:
         _, x_lo, y_lo, x_hi, y_hi = self._open  # type: ignore[misc]
         self._open = None
-        block = (x_lo, y_lo, x_hi, y_hi) if x_lo <= x_hi else (x_hi, y_hi, x_lo, y_lo)
-        self.blocks.append(block)
-        if len(self.blocks) >= self.max_blocks:
-            b = self.blocks
-            self.blocks = [_merge(b[i], b[i + 1]) for i in range(0, len(b) - 1, 2)] + ([b[-1]] if len(b) % 2 else [])
-            self.width *= 2
+        self._blocks[self.n_blocks] = (x_lo, y_lo, x_hi, y_hi) if x_lo <= x_hi else (x_hi, y_hi, x_lo, y_lo)
+        self.n_blocks += 1
+        if self.n_blocks >= self.max_blocks:
+            self._halve()
 
-    def points(self, limit: int | None = None) -> tuple[list[float], list[float]]:
+    def _halve(self) -> None:
+        """Merge neighbouring blocks pairwise: each keeps the lower and the higher of its 4 points."""
+        n = self.n_blocks
+        b = self._blocks[:n]
+        odd = b[-1].copy() if n % 2 else None
+        a, c = b[0:n - 1:2], b[1:n:2]
+        xs = np.stack((a[:, 0], a[:, 2], c[:, 0], c[:, 2]), axis=1)
+        ys = np.stack((a[:, 1], a[:, 3], c[:, 1], c[:, 3]), axis=1)
+        rows = np.arange(len(xs))
+        i_lo, i_hi = ys.argmin(axis=1), ys.argmax(axis=1)  # the first of equal values, in time order
+        x_lo, y_lo, x_hi, y_hi = xs[rows, i_lo], ys[rows, i_lo], xs[rows, i_hi], ys[rows, i_hi]
+        swap = x_lo > x_hi
+        merged = np.column_stack((np.where(swap, x_hi, x_lo), np.where(swap, y_hi, y_lo),
+                                  np.where(swap, x_lo, x_hi), np.where(swap, y_lo, y_hi)))
+        k = len(merged)
+        self._blocks[:k] = merged
+        if odd is not None:
+            self._blocks[k] = odd
+            k += 1
+        self.n_blocks = k
+        self.width *= 2
+
+    def points(self, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """At most ``max_points`` (or ``limit``, if smaller; at least 4) (x, y) points showing
-        every peak and dip seen so far."""
+        every peak and dip seen so far, as two float64 arrays."""
         cap = self.max_points if limit is None else max(4, min(limit, self.max_points))
-        xs: list[float] = []
-        ys: list[float] = []
-        blocks = list(self.blocks)
+        blocks = self._blocks[:self.n_blocks]
         if self._open is not None:
             _, x_lo, y_lo, x_hi, y_hi = self._open
-            blocks.append((x_lo, y_lo, x_hi, y_hi) if x_lo <= x_hi else (x_hi, y_hi, x_lo, y_lo))
-        for x1, y1, x2, y2 in blocks:
-            xs.append(x1)
-            ys.append(y1)
-            if x2 != x1 or y2 != y1:
-                xs.append(x2)
-                ys.append(y2)
+            row = (x_lo, y_lo, x_hi, y_hi) if x_lo <= x_hi else (x_hi, y_hi, x_lo, y_lo)
+            blocks = np.vstack((blocks, np.asarray(row, dtype=float)[None, :]))
+        pts = blocks.reshape(-1, 2)  # first and second point of each block, interleaved
+        keep = np.ones(len(pts), dtype=bool)
+        keep[1::2] = (blocks[:, 2] != blocks[:, 0]) | (blocks[:, 3] != blocks[:, 1])  # one-point blocks
+        xs, ys = pts[keep, 0], pts[keep, 1]
         if len(xs) > cap - 1:
-            xs, cols = downsample(xs, {"y": ys}, cap - 1)
-            ys = [math.nan if v is None else v for v in cols["y"]]
-        if self.last is not None and (not xs or (xs[-1], ys[-1]) != self.last):
+            bx, cols = downsample_arrays(xs, {"y": ys}, cap - 1)
+            xs, ys = np.asarray(bx, dtype=float), np.asarray(cols["y"], dtype=float)
+        if self.last is not None and (not len(xs) or (xs[-1], ys[-1]) != self.last):
             # The line must end at the newest value, not at its block's extreme.
-            xs.append(self.last[0])
-            ys.append(self.last[1])
+            xs, ys = np.append(xs, self.last[0]), np.append(ys, self.last[1])
         return xs, ys

@@ -69,6 +69,9 @@ GPU_LINES: tuple[tuple[str, str, str, str], ...] = (
     ("temperature", "gpu_temperature", "{name}", "solid"),
     ("power", "gpu_power", "{name}", "solid"),
 )
+# Redrawing is the monitor's only work that can wait; keeping it to 0.3 % of one core
+# keeps the whole monitor under 1 % of a training loop (docs/benchmarks.md, section 3).
+DRAW_CPU_SHARE = 0.003
 METRIC_WEIGHT = 4  # a metric line gets this many times a GPU line's share of max_points
 MIN_LINE_POINTS = 16  # a line's share never goes below this, however many lines there are
 
@@ -90,7 +93,8 @@ class TrainingMonitor:
     * ``max_points``: most points all the plotted lines hold together (default 2000): split
       over the lines, a metric line getting 4 times a GPU line's share, each line at least 16;
       min/max-bucketed, so peaks and dips survive. Bounds the bytes per redraw (~20 KB).
-    * ``redraw_hz``: redraws per second, at most 4 (default 4).
+    * ``redraw_hz``: redraws per second, at most 4 (default 4); fewer when redrawing is costly
+      (many GPUs or lines): redraws use at most 0.3 % of one core.
     * ``flush_s``: the run log reaches the disk at least this often (default 1 s, at most 5).
     * ``display``: show the widget now (default True, in a notebook).
     * ``static_image``: when the run stops, add a PNG of the charts to the displayed output, for
@@ -456,10 +460,15 @@ class TrainingMonitor:
             self._write_run_log(n, final, stopping)
             now = time.monotonic()
             if final or now >= self._draw_due:
-                began = time.perf_counter()
+                began, lines_before = time.thread_time(), self._view.line_count
                 self._guard("drawing", self._draw, n)
-                # A redraw never takes more than ~5 % of the time: long runs draw less often.
-                self._draw_due = now + max(self._period, 20 * (time.perf_counter() - began))
+                cost = time.thread_time() - began
+                # Redraws use at most DRAW_CPU_SHARE of a core (this thread's own CPU time, so a
+                # busy loop holding the GIL does not count): many GPUs or lines redraw less often.
+                # Making new charts is a one-time cost and does not delay the next redraw.
+                if self._view.line_count != lines_before:
+                    cost = 0.0
+                self._draw_due = now + max(self._period, cost / DRAW_CPU_SHARE)
         finally:
             self._tick_lock.release()
 
@@ -497,7 +506,7 @@ class TrainingMonitor:
                     return  # closed when the run stopped; only a resumed run reopens it
                 rl.reopen(status=RUNNING)
             if n > self._written_rows:
-                rl.write_steps(self._records.rows(self._written_rows, n))
+                rl.write_steps(self._records.jsonl(self._written_rows, n))
                 self._written_rows = n
             if self._gpu_unwritten:
                 rows, self._gpu_unwritten = self._gpu_unwritten, []

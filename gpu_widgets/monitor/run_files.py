@@ -40,8 +40,12 @@ def gpu_sibling(path: Path) -> Path:
     return path.with_name(f"{path.stem}.gpu{path.suffix}")
 
 
+# One encoder for every row: json.dumps with options builds a new one per call (a third of the cost).
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 def dumps(row: Mapping[str, Any]) -> str:
-    return json.dumps(row, separators=(",", ":"))
+    return _ENCODER.encode(row)
 
 
 # -- writing ------------------------------------------------------------------------------------

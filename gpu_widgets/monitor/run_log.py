@@ -173,16 +173,16 @@ class RunLog:
         if fields:
             self.update_meta(**fields)
 
-    def write_steps(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        self._write(self._steps, rows)
+    def write_steps(self, lines: str) -> None:
+        """Append JSON lines (``Records.jsonl``) to the steps file."""
+        self._write(self._steps, lines)
 
     def write_gpu(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        self._write(self._gpu, rows)
+        self._write(self._gpu, "".join([dumps(r) + "\n" for r in rows]))
 
-    def _write(self, f: Any, rows: Iterable[Mapping[str, Any]]) -> None:
-        lines = [dumps(r) + "\n" for r in rows]
-        if lines and f is not None:
-            f.write("".join(lines))
+    def _write(self, f: Any, text: str) -> None:
+        if text and f is not None:
+            f.write(text)
             self._dirty = True
 
     def flush(self, now: float | None = None, force: bool = False) -> None:

@@ -97,6 +97,10 @@ class ChartsView:
             spec["x_scale"] = self.time_scale
         self._chart_specs[name] = spec
 
+    @property
+    def line_count(self) -> int:
+        return sum(len(chart.lines) for chart in self.charts.values())
+
     def update(self, header_html: str | None, lines: Sequence[LineData]) -> None:
         new_charts: list[Chart] = []
         new_marks: list[Chart] = []
