@@ -45,6 +45,7 @@ class History:
         self._devices: dict[int, dict[str, Any]] = {}  # index -> {"uuid", "name", "cols": {col: array}}
         self._start = 0
         self._size = 0
+        self.appended = 0  # samples ever appended: tells a cached answer it is stale
 
     def __len__(self) -> int:
         return self._size
@@ -55,8 +56,17 @@ class History:
         per_column = self.capacity * self._times.itemsize
         return per_column * (1 + len(self._devices) * len(COLUMNS))
 
+    def whole_window(self, t: float | None) -> bool:
+        """Whether ``since(t)`` answers with the whole window (``t`` is before its oldest sample)."""
+        with self._lock:
+            if t is None or not self._size:
+                return True
+            newest = self._times[(self._start + self._size - 1) % self.capacity]
+            return self._first_after(t) <= self._first_after(newest - self.window_s)
+
     def append(self, snapshot: dict[str, Any]) -> None:
         with self._lock:
+            self.appended += 1
             pos = (self._start + self._size) % self.capacity
             if self._size < self.capacity:
                 self._size += 1

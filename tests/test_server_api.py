@@ -310,3 +310,37 @@ async def test_history_says_why_the_latest_values_are_null(jp_fetch, gw_config):
     validate_response("/samples", body)
     # the simulated H100 reports no fan, like the real passively cooled board
     assert all("passively cooled" in d["unavailable"]["fan_percent"] for d in body["devices"])
+
+
+def test_tabs_opening_at_once_share_one_whole_window_answer():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpu_widgets.backends import SimulatedBackend
+    from gpu_widgets.server.service import GpuService
+
+    service = GpuService(backend=SimulatedBackend(n_gpus=2, seed=1), interval_s=0.1, window_s=60.0)
+    service.start_in_background()
+    assert service.wait_ready(30)
+    service.stop()  # ticks by hand from here on
+    for _ in range(30):
+        service.sampler.tick()
+    n = len(service.sampler.history)
+    made = []
+    history = service.history
+    service.history = lambda since, max_points: made.append((since, max_points)) or history(since, max_points)
+
+    with ThreadPoolExecutor(8) as pool:  # 16 tabs opening at the same moment
+        bodies = list(pool.map(lambda _: service.samples_json(None, 100), range(16)))
+    assert len(set(bodies)) == 1 and len(made) == 1
+    body = json.loads(bodies[0])
+    assert "server_time" not in body and len(body["timestamps"]) == n and "unavailable" in body["devices"][0]
+    assert service.samples_json(0.0, 100) == bodies[0] and len(made) == 1  # since before the oldest sample
+    assert json.loads(service.samples_json(None, 10))["timestamps"] != body["timestamps"] and len(made) == 2
+
+    service.sampler.tick()  # a new sample: the next whole-window answer is made afresh
+    assert len(json.loads(service.samples_json(None, 100))["timestamps"]) == n + 1 and len(made) == 3
+    # An increment (since inside the window) is never cached.
+    since = body["timestamps"][-3]
+    for _ in range(2):
+        assert len(json.loads(service.samples_json(since, 100))["timestamps"]) == 3
+    assert len(made) == 5

@@ -48,6 +48,10 @@ class GpuService:
         self._thread: threading.Thread | None = None
         self._stopped = False
         self._latest_json: tuple[dict[str, Any], str | None, str] | None = None
+        # The last whole-window answer, keyed by (max_points, samples appended): a hundred tabs
+        # opening at once share one downsampling and one serialisation of the hour.
+        self._window_json: tuple[tuple[int, int], str] | None = None
+        self._window_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start_in_background(self) -> None:
@@ -152,8 +156,41 @@ class GpuService:
         self._latest_json = (snapshot, me, body)
         return body
 
+    def samples_json(self, since: float | None, max_points: int) -> str:
+        """The ``samples`` answer as JSON, all but ``server_time`` (the handler adds the clock at
+        the moment it answers). An answer that covers the whole window is made once per tick."""
+        sampler = self.sampler
+        if sampler is None or not sampler.history.whole_window(since):
+            return self._samples_json(since, max_points)
+        key = (max_points, sampler.history.appended)
+        with self._window_lock:  # tabs asking at the same moment wait for one answer and share it
+            cached = self._window_json
+            if cached is not None and cached[0] == key:
+                return cached[1]
+            body = self._samples_json(since, max_points)
+            self._window_json = (key, body)
+            return body
+
+    def _samples_json(self, since: float | None, max_points: int) -> str:
+        data = self.history(since, max_points)
+        # Each device also carries why its latest values are null, so a client that only polls
+        # the history can still explain a gap.
+        latest = self.latest()
+        reasons = {d["index"]: d.get("unavailable") or {} for d in (latest["devices"] if latest else ())}
+        for dev in data["devices"]:
+            dev["unavailable"] = reasons.get(dev["index"], {})
+        status = self.status()
+        return json.dumps({
+            "backend": status["backend"],
+            "status": status["status"],
+            "interval_s": status["interval_s"],
+            "window_s": status["window_s"],
+            **data,
+        }, allow_nan=False)
+
     def history(self, since: float | None, max_points: int) -> dict[str, Any]:
-        """Runs in a worker thread (downsampling an hour of 8 GPUs is real work)."""
+        """Downsampling an hour of 8 GPUs is real work: callers run this in a worker thread unless
+        they ask for a few seconds only."""
         if self.sampler is None:
             return {"timestamps": [], "devices": []}
         return self.sampler.history.since(since, max_points=max_points)
