@@ -176,14 +176,19 @@ def training_overhead(seconds: float, allow_cpu: bool) -> dict[str, Any]:
             step(i).item()  # the usual per-step sync (printing or logging a float)
         return time.perf_counter() - t0
 
+    from benchmarks.training import _threads_cpu
+
+    mon = TrainingMonitor("gpu_check", display=False, run_log=False)  # one for the whole check: a run's steady state
+    shares: list[float] = []
+
     def monitored(n: int) -> float:
-        mon = TrainingMonitor("gpu_check", display=False, run_log=False)
+        c0 = sum(_threads_cpu("gpu-widgets").values())
         t0 = time.perf_counter()
         for i in range(n):
             loss = step(i)
             mon.log(loss=loss.item())
         dt = time.perf_counter() - t0
-        mon.finish()
+        shares.append((sum(_threads_cpu("gpu-widgets").values()) - c0) / dt)
         return dt
 
     plain(50)
@@ -200,9 +205,11 @@ def training_overhead(seconds: float, allow_cpu: bool) -> dict[str, Any]:
         rng.shuffle(order)
         for name in order:
             runs[name].append(fns[name](n) / n * 1e3)
+    mon.finish()
     base = runs["baseline"]
     out: dict[str, Any] = {"device": device, "steps_per_run": n, "rounds": len(base),
-                           "ms_per_step": {k: statistics.median(v) for k, v in runs.items()}}
+                           "ms_per_step": {k: statistics.median(v) for k, v in runs.items()},
+                           "monitor_threads_cpu_share": statistics.median(shares) if shares else None}
     for name in ("baseline A/A", "gpu-widgets"):
         ratios = sorted(t / b - 1 for t, b in zip(runs[name], base))
         out[f"slowdown {name}"] = {"median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1]}
