@@ -160,6 +160,29 @@ def test_unexpected_exception_in_the_bindings_is_data_not_a_crash(monkeypatch):
     assert "OSError: ctypes went wrong" in d["unavailable"]["temperature_c"]
 
 
+def test_bindings_without_a_function_null_that_field_only():
+    class OldBindings:
+        """The fake, as an nvidia-ml-py too old to have nvmlDeviceGetTotalEnergyConsumption."""
+
+        def __init__(self, inner: FakeNvml) -> None:
+            self._inner = inner
+
+        def ensure(self):
+            self._inner.ensure()
+            return self
+
+        def __getattr__(self, name: str):
+            if name == "nvmlDeviceGetTotalEnergyConsumption":
+                raise AttributeError(name)
+            return getattr(self._inner, name)
+
+    backend = NvmlBackend(nvml=OldBindings(FakeNvml([h100()])), clock=StepClock())
+    backend.open()
+    d = backend.read_fast(0.0)[0]
+    assert d["status"] == "ok" and d["energy_j"] is None and d["power_w"] == 300.0
+    assert "no nvmlDeviceGetTotalEnergyConsumption" in d["unavailable"]["energy_j"]
+
+
 def test_a_gpu_lost_mid_run_is_marked_lost_while_others_keep_updating_and_it_comes_back():
     gpus = [h100(), h100(uuid="GPU-11111111-aaaa-bbbb-cccc-dddddddddddd")]
     fake = FakeNvml(gpus)

@@ -27,7 +27,11 @@ def _call(getter: str, field: str, *args: Any, scale: float | None = None) -> Re
     """A reader for a getter that returns one number: ``field = getter(h, *args) * scale``."""
 
     def bind(nv: Any) -> BoundReader:
-        fn = getattr(nv, getter)
+        fn = getattr(nv, getter, None)
+        if fn is None:  # an old nvidia-ml-py: this field is null with the reason, the others still read
+            def read_missing(h: Any, out: dict) -> None:
+                raise AttributeError(f"this nvidia-ml-py has no {getter} (pip install -U nvidia-ml-py)")
+            return read_missing
         if args:
             (arg,) = args  # the getters here take at most one argument besides the handle
             if scale is None:
