@@ -349,3 +349,29 @@ def test_a_process_that_ends_between_listing_and_lookup(monkeypatch):
     assert details["name"] is None and details["unavailable"]["name"] == "process ended"
     missing = ProcessDescriber().describe(4_300_000)
     assert missing["user"] is None and "not visible here" in missing["unavailable"]["user"]
+
+
+def test_a_gpus_process_list_is_reused_while_unchanged_and_rebuilt_when_it_changes(monkeypatch):
+    from gpu_widgets import processes
+
+    clock = [1000.0]
+    monkeypatch.setattr(processes.time, "monotonic", lambda: clock[0])
+    looked_up = []
+    real_look_up = processes._look_up
+    monkeypatch.setattr(processes, "_look_up", lambda pid: looked_up.append(pid) or real_look_up(pid))
+    describer = processes.ProcessDescriber()
+    me = os.getpid()
+
+    first = describer.entries([(me, 1 * GIB)])
+    assert first[0]["pid"] == me and first[0]["user"] is not None and looked_up == [me]
+    assert describer.entries([(me, 1 * GIB)]) is first  # the same list while the pairs stay the same
+    changed = describer.entries([(me, 2 * GIB)])  # more memory: a new entry, the pid's details reused
+    assert changed is not first and changed[0]["used_memory_bytes"] == 2 * GIB and looked_up == [me]
+
+    clock[0] += processes.REVALIDATE_S + 1  # old enough: rebuilt, and the pid is checked again
+    again = describer.entries([(me, 1 * GIB)])
+    assert again is not first and again == first
+
+    describer.forget_except(set())  # the process left every GPU: nothing about it is kept
+    describer.entries([(me, 1 * GIB)])
+    assert looked_up == [me, me]
