@@ -8,6 +8,16 @@ import pytest
 
 from .lab_server import chromium_available, launch_chromium
 
+# Count the drawn chart lines: bqplot draws each Lines mark as an SVG path with class "line".
+DRAWN_LINES_JS = """() => [...document.querySelectorAll('.bqplot path.line')]
+    .filter(p => (p.getAttribute('d') || '').split(/[ML]/).length > 3).length"""
+# Code cells, and those that ran (prompt "[n]:"); the same markup in JupyterLab and Notebook 7.
+PROMPTS_JS = """() => {
+  const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim());
+  return {cells: prompts.length, done: prompts.filter(p => /^\\[\\d+\\]:$/.test(p)).length,
+          running: prompts.filter(p => p.includes('*')).length};
+}"""
+
 
 # pytest-jupyter's autouse fixtures (conftest loads the plugin for the in-process server tests)
 # close "the" asyncio loop after every test; in a browser module that would be the loop

@@ -78,7 +78,8 @@ def write_user_settings(settings_dir: Path, settings: Mapping[str, Mapping[str, 
 
 
 class LabServer:
-    """A running ``jupyter lab``; use as a context manager (or call start/stop)."""
+    """A running ``jupyter lab`` (or ``jupyter notebook``: Notebook 7); use as a context manager
+    (or call start/stop)."""
 
     def __init__(
         self,
@@ -87,7 +88,11 @@ class LabServer:
         args: Sequence[str] = (),
         settings: Mapping[str, Mapping[str, Any]] | None = None,
         startup_timeout_s: float = 90,
+        app: str = "lab",
     ) -> None:
+        if app not in ("lab", "notebook"):
+            raise ValueError(f"app must be 'lab' (JupyterLab) or 'notebook' (Notebook 7), got {app!r}")
+        self.app = app
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="gw-lab-"))
         self.root = self.workdir / "root"
@@ -108,14 +113,14 @@ class LabServer:
         write_user_settings(self.settings_dir, self.settings)
         cmd = [
             str(BIN / "jupyter"),
-            "lab",
+            self.app,
             "--no-browser",
             "--ip=127.0.0.1",
             f"--port={self.port}",
             "--ServerApp.port_retries=0",  # fail rather than silently move to another port
             f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={self.root}",
-            f"--LabApp.workspaces_dir={self.workdir / 'workspaces'}",
+            f"--{'LabApp' if self.app == 'lab' else 'JupyterNotebookApp'}.workspaces_dir={self.workdir / 'workspaces'}",
             *self.extra_args,
         ]
         if os.geteuid() == 0:
@@ -144,14 +149,14 @@ class LabServer:
         deadline = time.monotonic() + self.startup_timeout_s
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited {self.proc.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(f"jupyter {self.app} exited {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 if self.get_json("api/status") is not None:
                     return
             except (urllib.error.URLError, OSError, ValueError):
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"jupyter lab did not answer in {self.startup_timeout_s} s:\n{self.log_tail()}")
+                raise RuntimeError(f"jupyter {self.app} did not answer in {self.startup_timeout_s} s:\n{self.log_tail()}")
             time.sleep(0.3)
 
     def stop(self) -> None:

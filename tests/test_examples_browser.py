@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from .browser_fixtures import DRAWN_LINES_JS, PROMPTS_JS
 from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
 from .lab_server import LabServer
 
@@ -24,17 +25,6 @@ sync_api = pytest.importorskip("playwright.sync_api")
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 SCREENSHOTS = ROOT / "build" / "screenshots"
-
-# Count the drawn chart lines: bqplot draws each Lines mark as an SVG path with class "line".
-DRAWN_LINES_JS = """() => [...document.querySelectorAll('.bqplot path.line')]
-    .filter(p => (p.getAttribute('d') || '').split(/[ML]/).length > 3).length"""
-# Code cells, and those that ran (prompt "[n]:").
-PROMPTS_JS = """() => {
-  const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim());
-  return {cells: prompts.length, done: prompts.filter(p => /^\\[\\d+\\]:$/.test(p)).length,
-          running: prompts.filter(p => p.includes('*')).length};
-}"""
-
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
