@@ -180,7 +180,7 @@ class TrainingMonitor:
         self._res = Resources()
         weakref.finalize(self, self._res.abandon)
 
-        self._view = ChartsView(self._header_html())
+        self._view = ChartsView(self._header_html(), time_domain=(0.0, None))
         on_time = x_axis == "time"
         self._view.define_chart("*", shared_x=on_time, x_label="seconds since start" if on_time else "step", rank=0)
         for rank, (name, (title, unit, lo, hi)) in enumerate(GPU_CHARTS.items(), 1):

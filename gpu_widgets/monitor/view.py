@@ -4,15 +4,28 @@ Marks are created once and then only their ``x``/``y`` change (sent as binary ar
 widget touched by one update is held with ``hold_sync()`` so each sends one message. Callers pass
 already bounded data (see decimator) and only what changed; a numpy float array (float32 for
 the monitor) is sent as it is, anything else as float64.
+
+Axes get round tick values computed here from the data sent (see ticks), sent only when they
+change; a chart shows its legend once it has two lines (one line is named by the title).
 """
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from bqplot import Axis, Figure, LinearScale, Lines
 from ipywidgets import HTML, GridBox, Layout, VBox, Widget
+
+from .ticks import nice_ticks
+
+X_TICKS = 6
+Y_TICKS = 5
+# The legend box hides the lines under it instead of mixing with them; the theme's background
+# where JupyterLab's variables exist, white elsewhere.
+LEGEND_STYLE = {"fill": "var(--jp-layout-color0, white)", "fill-opacity": "0.85"}
+Extent = tuple[float, float, float, float]  # x min, x max, y min, y max (NaN: no finite point)
+NO_EXTENT: Extent = (np.nan, np.nan, np.nan, np.nan)
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 
@@ -30,19 +43,29 @@ class Chart:
         self.x_scale = x_scale or LinearScale()
         # A fixed end (0-100 %) must stay where it is: no padding beyond it.
         self.y_scale = LinearScale(min=y_min, max=y_max, allow_padding=y_min is None and y_max is None)
+        self.y_fixed = tuple(v for v in (y_min, y_max) if v is not None)
+        self.x_axis = Axis(scale=self.x_scale, side="bottom", label=x_label, tick_format="~g")
+        self.y_axis = Axis(scale=self.y_scale, side="left", label=y_label, tick_format="~g")
         self.figure = Figure(
             marks=[],
-            axes=[
-                Axis(scale=self.x_scale, side="bottom", label=x_label, num_ticks=6),
-                Axis(scale=self.y_scale, side="left", label=y_label, tick_format=".3~g", num_ticks=5),
-            ],
+            axes=[self.x_axis, self.y_axis],
             title=title,
             legend_location="top-right",
+            legend_style=LEGEND_STYLE,
             animation_duration=0,
             fig_margin={"top": 36, "bottom": 40, "left": 66, "right": 16},
             layout=Layout(width="100%", height=height, min_width="300px"),
         )
         self.lines: dict[str, Lines] = {}
+        self.extents: dict[str, Extent] = {}  # per line, of the data last sent
+
+    def y_range(self) -> tuple[float, float]:
+        """The y values shown: every line's, and the fixed ends of the axis."""
+        return _span([e[2] for e in self.extents.values()] + list(self.y_fixed),
+                     [e[3] for e in self.extents.values()] + list(self.y_fixed))
+
+    def x_range(self) -> tuple[float, float]:
+        return _span([e[0] for e in self.extents.values()], [e[1] for e in self.extents.values()])
 
     def line(self, name: str, line_color: str, style: str = "solid") -> tuple[Lines, bool]:
         """The line called ``name``; True when it was just made (the figure needs its new marks)."""
@@ -52,12 +75,29 @@ class Chart:
         mark = Lines(
             x=np.zeros(0), y=np.zeros(0),
             scales={"x": self.x_scale, "y": self.y_scale},
-            labels=[name], display_legend=True, colors=[line_color],
+            labels=[name], display_legend=bool(self.lines), colors=[line_color],
             line_style="solid" if style == "band" else style, stroke_width=6 if style == "band" else 1.6,
             opacities=[0.6 if style == "band" else 1.0],
         )
+        if len(self.lines) == 1:
+            next(iter(self.lines.values())).display_legend = True  # two lines now: name them
         self.lines[name] = mark
         return mark, True
+
+
+def _span(lows: Sequence[float], highs: Sequence[float]) -> tuple[float, float]:
+    lows = [v for v in lows if v == v]
+    highs = [v for v in highs if v == v]
+    return (min(lows), max(highs)) if lows and highs else (np.nan, np.nan)
+
+
+def extent(xs: np.ndarray, ys: np.ndarray) -> Extent:
+    """The finite points' bounding box (NaN marks a gap in a line)."""
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    if not ok.any():
+        return NO_EXTENT
+    x, y = xs[ok], ys[ok]
+    return float(x.min()), float(x.max()), float(y.min()), float(y.max())
 
 
 # One line's update: (chart name, line name, colour, style, xs, ys); style is a bqplot line_style
@@ -75,7 +115,7 @@ def _array(values: Sequence[float]) -> np.ndarray:
 class ChartsView:
     """Header + a responsive grid of charts; charts appear when their first line does."""
 
-    def __init__(self, header_html: str = "", time_domain: tuple[float, float] | None = None) -> None:
+    def __init__(self, header_html: str = "", time_domain: tuple[float | None, float | None] = (None, None)) -> None:
         self.header = HTML(value=header_html)
         self.grid = GridBox(
             children=[],
@@ -84,10 +124,13 @@ class ChartsView:
         self.widget = VBox([self.header, self.grid], layout=Layout(width="100%"))
         self.charts: dict[str, Chart] = {}
         self._chart_specs: dict[str, dict] = {}
-        # The common time axis: fixed (a dashboard's window) or following the data (a run).
-        lo, hi = time_domain if time_domain is not None else (None, None)
+        # The common time axis: fixed (a dashboard's window) or following the data at an end left
+        # None (a run: from its start, 0, to the latest point).
+        lo, hi = time_domain
         self.time_scale = LinearScale(min=lo, max=hi, allow_padding=False)
+        self._time_fixed = tuple(v for v in time_domain if v is not None)
         self._rank: dict[str, int] = {}
+        self._ticks: dict[Axis, tuple[float, ...]] = {}  # as last sent
 
     def define_chart(self, name: str, shared_x: bool = False, **spec) -> None:
         """Register how chart ``name`` looks (title, axis labels, y range); shown on first data.
@@ -118,17 +161,41 @@ class ChartsView:
         with contextlib.ExitStack() as stack:
             if header_html is not None and header_html != self.header.value:
                 self.header.value = header_html
+            touched: dict[str, Chart] = {}
             for chart_name, line_name, _, _, xs, ys in lines:
-                mark = self.charts[chart_name].lines[line_name]
+                chart = touched[chart_name] = self.charts[chart_name]
+                mark = chart.lines[line_name]
                 stack.enter_context(mark.hold_sync())
                 held.append(mark)
-                mark.x = _array(xs)
-                mark.y = _array(ys)
+                mark.x = x = _array(xs)
+                mark.y = y = _array(ys)
+                chart.extents[line_name] = extent(x, y)
             for chart in new_marks:
                 chart.figure.marks = list(chart.lines.values())
+            self._set_ticks(touched.values(), stack)
         if new_charts:
             order = sorted(self.charts, key=lambda name: self._rank.get(name, 0))  # stable: first come first
             self.grid.children = [self.charts[name].figure for name in order]
+
+    def _set_ticks(self, charts: Iterable[Chart], stack: contextlib.ExitStack) -> None:
+        """Round ticks for the axes whose data changed; an axis is sent only when its ticks do."""
+        axes: list[tuple[Axis, tuple[float, float], int]] = []
+        shared: tuple[float, float] | None = None
+        for chart in charts:
+            axes.append((chart.y_axis, chart.y_range(), Y_TICKS))
+            if chart.x_scale is not self.time_scale:
+                axes.append((chart.x_axis, chart.x_range(), X_TICKS))
+            elif shared is None:
+                on_time = [c.x_range() for c in self.charts.values() if c.x_scale is self.time_scale]
+                shared = _span([r[0] for r in on_time] + list(self._time_fixed),
+                               [r[1] for r in on_time] + list(self._time_fixed))
+                axes += [(c.x_axis, shared, X_TICKS) for c in self.charts.values() if c.x_scale is self.time_scale]
+        for axis, (lo, hi), count in axes:
+            ticks = nice_ticks(lo, hi, count)
+            if ticks and ticks != self._ticks.get(axis):
+                self._ticks[axis] = ticks
+                stack.enter_context(axis.hold_sync())
+                axis.tick_values = np.array(ticks)
 
     def close(self) -> None:
         for chart in self.charts.values():

@@ -1,0 +1,103 @@
+"""Round tick values for the charts, and what the monitor's axes receive."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from gpu_widgets.monitor.ticks import nice_ticks
+
+from .test_monitor import make
+from .widget_helpers import marks, simulated_sampler
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "count", "expected"),
+    [
+        (0, 8, 6, (0, 2, 4, 6, 8)),  # bqplot's num_ticks gave 0, 1.6, 3.2 … labelled "0 2 3 5 6 8"
+        (0, 62.6, 5, (0, 20, 40, 60)),
+        (0.000468, 0.859, 5, (0.2, 0.4, 0.6, 0.8)),
+        (0, 100, 5, (0, 25, 50, 75, 100)),
+        (-300, 0, 6, (-300, -200, -100, 0)),
+        (0, 0.3, 6, (0, 0.1, 0.2, 0.3)),
+        (0.19, 0.21, 5, (0.19, 0.195, 0.2, 0.205, 0.21)),
+        (8, 0, 6, (0, 2, 4, 6, 8)),  # either order
+        (2.5, 2.5000001, 5, (2.5,)),  # a flat line: one tick, not rounding noise
+        (0, 0, 5, (0,)),
+        (0, math.nan, 5, ()),
+        (-math.inf, 1, 5, ()),
+    ],
+)
+def test_nice_ticks_examples(lo, hi, count, expected):
+    assert nice_ticks(lo, hi, count) == pytest.approx(expected)
+
+
+def test_nice_ticks_are_round_evenly_spaced_and_inside_the_range():
+    rng = random.Random(7)
+    for _ in range(2000):
+        lo = rng.uniform(-1, 1) * 10 ** rng.randint(-6, 7)
+        hi = lo + rng.uniform(0.01, 1) * 10 ** rng.randint(-6, 7)
+        count = rng.randint(4, 8)
+        ticks = nice_ticks(lo, hi, count)
+        if hi - lo <= 1e-6 * max(abs(lo), abs(hi)):
+            assert len(ticks) == 1  # flat at this scale
+            continue
+        assert 2 <= len(ticks) <= count, (lo, hi, count, ticks)
+        step = ticks[1] - ticks[0]
+        eps = step * 1e-6
+        assert lo - eps <= ticks[0] and ticks[-1] <= hi + eps
+        # the step is 1, 2, 2.5 or 5 times a power of ten, every tick a multiple of it
+        power = 10 ** math.floor(math.log10(step))
+        mantissa = min((1, 2, 2.5, 5, 10), key=lambda m: abs(step / power - m))
+        assert step / power == pytest.approx(mantissa, rel=1e-6), (step, ticks)
+        step = mantissa * power
+        for a, b in zip(ticks, ticks[1:]):
+            assert b - a == pytest.approx(step, rel=1e-6)
+        for t in ticks:
+            assert t / step == pytest.approx(round(t / step), rel=1e-9, abs=1e-9)
+            assert len(f"{t:g}") <= 12  # printed short: no 0.30000000000000004
+
+
+def test_monitor_axes_get_round_ticks_and_one_line_charts_no_legend():
+    sampler = simulated_sampler()
+    mon = make(run_log=False, sampler=sampler)
+    for i in range(40):
+        mon.log(loss=0.86 * 0.9**i, acc=0.5 + i / 100)
+        if i % 8 == 0:
+            sampler.tick()
+    mon.log(step=mon.step, val_loss=0.3)
+    mon.refresh()
+    charts = mon._view.charts
+    loss = charts["loss"]
+    loss_y = tuple(float(v) for v in loss.y_axis.tick_values)
+    ys = [float(v) for line in marks(charts, "loss").values() for v in line.y]
+    assert loss_y == nice_ticks(min(ys), max(ys), 5) and len(loss_y) >= 2
+    assert loss.y_axis.tick_format == "~g"  # the values as they are, not rounded again by d3
+    # The run's time axis starts at 0 and every chart on it shows the same x ticks.
+    assert mon._view.time_scale.min == 0.0
+    x_ticks = {tuple(float(v) for v in c.x_axis.tick_values) for c in charts.values()}
+    assert len(x_ticks) == 1 and next(iter(x_ticks))[0] == 0.0
+    # The GPU memory chart keeps its fixed floor of 0 among its ticks.
+    assert float(charts["gpu_memory"].y_axis.tick_values[0]) == 0.0
+    # A one-line chart is named by its title; a chart with two lines shows a legend.
+    assert [m.display_legend for m in marks(charts, "accuracy").values()] == [False]
+    assert [m.display_legend for m in marks(charts, "loss").values()] == [True, True]
+    mon.finish()
+
+
+def test_ticks_are_sent_only_when_they_change():
+    mon = make(run_log=False, x_axis="step", plot=["loss"])
+    mon.log(loss=1.0)
+    mon.log(loss=0.5)
+    mon.refresh()
+    axis = mon._view.charts["loss"].y_axis
+    sent = []
+    axis.observe(lambda change: sent.append(tuple(change["new"])), "tick_values")
+    mon.log(loss=0.75)  # inside the range: the same ticks
+    mon.refresh()
+    assert sent == []
+    mon.log(loss=3.0)  # a new maximum: new ticks, sent once
+    mon.refresh()
+    assert len(sent) == 1 and max(sent[0]) > 1.0
+    mon.finish()
