@@ -116,4 +116,6 @@ def render_info(system: dict[str, Any], devices: list[dict[str, Any]], backend: 
             f"  power limit {d.get('power_limit_w') or NA} W (default {d.get('power_default_limit_w') or NA} W), "
             f"PCIe gen {d.get('pcie_max_generation') or NA} x{d.get('pcie_max_width') or NA}, MIG {d.get('mig_mode') or NA}"
         )
+        if d.get("mig_device_uuids"):
+            lines.append(f"  MIG instances (for CUDA_VISIBLE_DEVICES): {', '.join(d['mig_device_uuids'])}")
     return "\n".join(lines)

@@ -73,6 +73,7 @@ class Sampler:
         self._slow_ready = threading.Event()
         # None until start() reads them: compose() then takes them from each read (tick() before start()).
         self._uuids: list[str | None] | None = None
+        self._mig_uuids: list[list[str] | None] | None = None
         self.ticks = 0
         self.skipped_ticks = 0
         self.subscriber_errors = 0
@@ -104,7 +105,9 @@ class Sampler:
             self._stop.clear()
             try:
                 self.backend.open()
-                self._uuids = [d.get("uuid") for d in self.backend.device_info()]
+                info = self.backend.device_info()
+                self._uuids = [d.get("uuid") for d in info]
+                self._mig_uuids = [d.get("mig_device_uuids") for d in info]
             except Exception:  # a backend bug must not reach the caller
                 log.exception("gpu-widgets: opening the %s backend failed", self.backend.name)
             self._threads = [
@@ -193,7 +196,7 @@ class Sampler:
         t = self.clock.wall()
         try:
             fast = self.backend.read_fast(t)
-            snapshot = compose(self.backend, t, fast, self._slow, self._uuids)
+            snapshot = compose(self.backend, t, fast, self._slow, self._uuids, self._mig_uuids)
         except Exception:
             log.exception("gpu-widgets: reading the %s backend failed", self.backend.name)
             return None

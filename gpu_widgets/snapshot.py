@@ -17,6 +17,7 @@ def compose(
     fast: list[dict[str, Any]],
     slow: dict[int, dict[str, Any]],
     uuids: list[str | None] | None = None,
+    mig_uuids: list[list[str] | None] | None = None,
 ) -> dict[str, Any]:
     """Merge a fast read with the latest slow read of each device into one snapshot.
 
@@ -51,7 +52,7 @@ def compose(
         "driver_version": backend.system.get("driver_version"),
         "cuda_driver_version": backend.system.get("cuda_driver_version"),
         "nvml_version": backend.system.get("nvml_version"),
-        "cuda_visible_devices": cuda_visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), uuids),
+        "cuda_visible_devices": cuda_visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), uuids, mig_uuids),
         "devices": devices,
     }
 
@@ -60,4 +61,5 @@ def take(backend: Backend, timestamp: float) -> dict[str, Any]:
     """One complete snapshot, slow fields included, read right now (for the CLI)."""
     fast = backend.read_fast(timestamp)
     slow = {d["index"]: d for d in backend.read_slow(timestamp)}
-    return compose(backend, timestamp, fast, slow)
+    info = backend.device_info()
+    return compose(backend, timestamp, fast, slow, [d.get("uuid") for d in info], [d.get("mig_device_uuids") for d in info])

@@ -40,6 +40,7 @@ def h100(**overrides: Any) -> dict[str, Any]:
         "pcie_width": 16,
         "cc": (9, 0),
         "mig": (0, 0),
+        "mig_devices": [],  # UUIDs of its MIG instances, in slot order; None: an empty slot
         "procs": [],
         "graphics_procs": [],
         "errors": {},  # function name -> NVML error code
@@ -123,7 +124,10 @@ class FakeNvml:
 
     # -- identity and static ------------------------------------------------------------------
     def nvmlDeviceGetUUID(self, h: Any) -> str:
-        return self._gpu("nvmlDeviceGetUUID", h).get("uuid", f"GPU-0000000{h.index}-aaaa-bbbb-cccc-dddddddddddd")
+        gpu = self._gpu("nvmlDeviceGetUUID", h)
+        if getattr(h, "slot", None) is not None:
+            return gpu["mig_devices"][h.slot]
+        return gpu.get("uuid", f"GPU-0000000{h.index}-aaaa-bbbb-cccc-dddddddddddd")
 
     def nvmlDeviceGetName(self, h: Any) -> str:
         return self._gpu("nvmlDeviceGetName", h)["name"]
@@ -154,6 +158,15 @@ class FakeNvml:
 
     def nvmlDeviceGetMigMode(self, h: Any) -> tuple[int, int]:
         return self._gpu("nvmlDeviceGetMigMode", h)["mig"]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h: Any) -> int:
+        return 7 if self._gpu("nvmlDeviceGetMaxMigDeviceCount", h)["mig"][0] else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: Any, slot: int) -> Any:
+        devices = self._gpu("nvmlDeviceGetMigDeviceHandleByIndex", h)["mig_devices"]
+        if slot >= len(devices) or devices[slot] is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return SimpleNamespace(index=h.index, slot=slot)
 
     # -- fast ---------------------------------------------------------------------------------
     def nvmlDeviceGetUtilizationRates(self, h: Any) -> Any:

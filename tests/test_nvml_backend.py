@@ -84,6 +84,34 @@ def test_static_info_is_the_spec_card_with_a_documented_bandwidth():
     assert info[1]["compute_capability"] == "8.0" and info[1]["mig_mode"] == "enabled"
 
 
+def test_mig_instances_are_listed_and_map_cuda_visible_devices_to_their_gpu(monkeypatch):
+    a100 = h100(name="NVIDIA A100-SXM4-80GB", cc=(8, 0), mig=(1, 1),
+                mig_devices=["MIG-aaaa0001-0000", None, "MIG-bbbb0002-0000"])  # slot 1 is empty
+    backend = opened(FakeNvml([h100(), a100]))
+    info = backend.device_info()
+    assert info[0]["mig_device_uuids"] == [] and "mig_device_uuids" not in info[0]["unavailable"]
+    assert info[1]["mig_device_uuids"] == ["MIG-aaaa0001-0000", "MIG-bbbb0002-0000"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-bbbb0002-0000")
+    assert take(backend, 1.0)["cuda_visible_devices"] == [1]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-cccc")  # no such instance: CUDA sees nothing
+    assert take(backend, 2.0)["cuda_visible_devices"] == []
+
+
+@pytest.mark.parametrize(
+    ("fake_kw", "words"),
+    [
+        ({"missing": ("nvmlDeviceGetMaxMigDeviceCount",)}, "this nvidia-ml-py has no nvmlDeviceGetMaxMigDeviceCount"),
+        ({}, "no permission"),
+    ],
+)
+def test_mig_instances_that_cannot_be_read_are_null_with_the_reason(fake_kw, words):
+    errors = {} if fake_kw else {"nvmlDeviceGetMigDeviceHandleByIndex": pynvml.NVML_ERROR_NO_PERMISSION}
+    gpu = h100(mig=(1, 1), mig_devices=["MIG-aaaa0001-0000"], errors=errors)
+    info = opened(FakeNvml([gpu], **fake_kw)).device_info()[0]
+    assert info["mig_mode"] == "enabled"  # read by its own query, unaffected
+    assert info["mig_device_uuids"] is None and words in info["unavailable"]["mig_device_uuids"]
+
+
 def test_not_supported_is_null_with_a_reason_and_never_asked_again():
     fake = FakeNvml([h100(errors={"nvmlDeviceGetFanSpeed": NOT_SUPPORTED})])
     backend = opened(fake)

@@ -24,4 +24,25 @@ def test_cuda_stops_at_the_first_entry_it_cannot_resolve():
     assert cuda_visible_indices("1,GPU-bbbb,0", UUIDS) == [1]  # ambiguous prefix
     assert cuda_visible_indices("-1,0", UUIDS) == []
     assert cuda_visible_indices("0,0,1", UUIDS) == [0]  # a repeated device ends the list
-    assert cuda_visible_indices("MIG-1234,0", UUIDS) == []
+    assert cuda_visible_indices("MIG-1234,0", UUIDS) == []  # no such MIG instance
+
+
+MIG = [[], ["MIG-11111111-aaaa", "MIG-22222222-bbbb"], [], ["MIG-33333333-cccc"]]
+
+
+def test_a_mig_instance_maps_to_its_gpu_and_is_the_only_device():
+    assert cuda_visible_indices("MIG-22222222-bbbb", UUIDS, MIG) == [1]
+    assert cuda_visible_indices("mig-3333", UUIDS, MIG) == [3]  # a unique prefix, any case
+    # CUDA uses one MIG instance per process: what follows it is not seen.
+    assert cuda_visible_indices("MIG-33333333-cccc,MIG-11111111-aaaa,0", UUIDS, MIG) == [3]
+    assert cuda_visible_indices("2,MIG-1111", UUIDS, MIG) == [2, 1]
+    # CUDA 11's first form names the GPU and the instance numbers.
+    assert cuda_visible_indices("MIG-GPU-cccc4444-0000/1/0", UUIDS, MIG) == [3]
+
+
+def test_a_mig_entry_that_names_nothing_ends_the_list():
+    assert cuda_visible_indices("MIG-", UUIDS, MIG) == []  # every instance matches: ambiguous
+    assert cuda_visible_indices("MIG-99", UUIDS, MIG) == []
+    assert cuda_visible_indices("0,MIG-99,1", UUIDS, MIG) == [0]
+    assert cuda_visible_indices("MIG-GPU-cccc4444-0000", UUIDS, MIG) == []  # no instance numbers
+    assert cuda_visible_indices("MIG-1111", UUIDS) == []  # MIG instances unknown (no NVML answer)

@@ -43,6 +43,7 @@ SPEC: dict[str, Any] = {
     "pcie_max_width": 16,
     "compute_capability": "9.0",
     "mig_mode": "disabled",
+    "mig_device_uuids": [],
 }
 NATIVE_UNSUPPORTED = {"fan_percent": "not supported on this GPU (passively cooled)"}
 

@@ -51,7 +51,7 @@ MAX_ERRORS = 20
 THROTTLE_COLOR = "#d62728"
 # The GPU charts: name -> (title, y label, y min, y max)
 GPU_CHARTS = {
-    "gpu_util": ("GPU busy (%) · red band: throttled", "%", 0.0, 100.0),
+    "gpu_util": ("GPU busy (%)", "%", 0.0, 100.0),  # throttle episodes: a red band named in the legend
     "gpu_memory": ("GPU memory (GiB)", "GiB", 0.0, None),
     "gpu_temperature": ("GPU temperature (°C)", "°C", None, None),
     "gpu_power": ("GPU power (W)", "W", 0.0, None),

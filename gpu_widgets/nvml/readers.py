@@ -11,7 +11,7 @@ import functools
 from typing import Any, Callable, NamedTuple
 
 from ..throttle import names_from_mask
-from .errors import UNSUPPORTED, classify
+from .errors import NOT_FOUND, UNSUPPORTED, classify
 
 Reader = Callable[[Any, Any, dict], None]
 BoundReader = Callable[[Any, dict], None]
@@ -23,6 +23,17 @@ class Query(NamedTuple):
     read: Reader
 
 
+def _missing(getter: str) -> AttributeError:
+    return AttributeError(f"this nvidia-ml-py has no {getter} (pip install -U nvidia-ml-py)")
+
+
+def _function(nv: Any, getter: str) -> Callable[..., Any]:
+    fn = getattr(nv, getter, None)
+    if fn is None:
+        raise _missing(getter)
+    return fn
+
+
 def _call(getter: str, field: str, *args: Any, scale: float | None = None) -> Reader:
     """A reader for a getter that returns one number: ``field = getter(h, *args) * scale``."""
 
@@ -30,7 +41,7 @@ def _call(getter: str, field: str, *args: Any, scale: float | None = None) -> Re
         fn = getattr(nv, getter, None)
         if fn is None:  # an old nvidia-ml-py: this field is null with the reason, the others still read
             def read_missing(h: Any, out: dict) -> None:
-                raise AttributeError(f"this nvidia-ml-py has no {getter} (pip install -U nvidia-ml-py)")
+                raise _missing(getter)
             return read_missing
         if args:
             (arg,) = args  # the getters here take at most one argument besides the handle
@@ -142,6 +153,27 @@ def _mig(nv: Any, h: Any, out: dict) -> None:
     out["mig_mode"] = "enabled" if current else "disabled"
 
 
+def _mig_devices(nv: Any, h: Any, out: dict) -> None:
+    # CUDA_VISIBLE_DEVICES may name a MIG instance (MIG-<uuid>) rather than a GPU; these UUIDs
+    # tell which GPU it is part of. Runs after _mig, whose answer it reads.
+    if out.get("mig_mode") != "enabled":
+        out["mig_device_uuids"] = []
+        return
+    slots = _function(nv, "nvmlDeviceGetMaxMigDeviceCount")(h)
+    instance_at = _function(nv, "nvmlDeviceGetMigDeviceHandleByIndex")
+    uuids = []
+    for slot in range(slots):
+        try:
+            instance = instance_at(h, slot)
+        except Exception as exc:
+            if classify(exc).code == NOT_FOUND:
+                continue  # an empty slot
+            raise
+        uuid = nv.nvmlDeviceGetUUID(instance)
+        uuids.append(uuid.decode() if isinstance(uuid, bytes) else uuid)
+    out["mig_device_uuids"] = uuids
+
+
 STATIC_QUERIES: tuple[Query, ...] = (
     Query("memory", ("memory_total_bytes",), _memory_total),
     Query("power_limit", ("power_limit_w",), _call("nvmlDeviceGetEnforcedPowerLimit", "power_limit_w", scale=MILLI)),
@@ -158,6 +190,7 @@ STATIC_QUERIES: tuple[Query, ...] = (
     Query("pcie_width", ("pcie_max_width",), _call("nvmlDeviceGetMaxPcieLinkWidth", "pcie_max_width")),
     Query("compute_capability", ("compute_capability",), _compute_capability),
     Query("mig", ("mig_mode",), _mig),
+    Query("mig_devices", ("mig_device_uuids",), _mig_devices),
 )
 
 

@@ -18,6 +18,7 @@ import {
   formatGiB,
   formatNumber,
   metricReading,
+  migText,
   NOT_AVAILABLE,
   unavailableReason
 } from './format';
@@ -530,7 +531,7 @@ function SpecCard(props: { id: string; index: number; info: IDeviceInfo | null }
         : na('pcie_max_generation')
     ],
     ['Compute capability', info.compute_capability ?? na('compute_capability')],
-    ['MIG mode', info.mig_mode ?? na('mig_mode')],
+    ['MIG mode', migText(info) ?? na('mig_mode')],
     ['UUID', info.uuid ?? na('uuid')]
   ];
   return (

@@ -4,7 +4,7 @@
  * Pure functions (jest-tested in plain node). Rule for numbers: at most one decimal, and
  * no trailing ".0", so a driver that reports 612.5 W shows "612.5" and 700 W shows "700".
  */
-import { MetricId } from './tokens';
+import { IDeviceInfo, MetricId } from './tokens';
 
 export const GIB = 1024 ** 3;
 export const MIB = 1024 ** 2;
@@ -227,4 +227,13 @@ export function summarize(devices: readonly ILatestValues[]): ISummary | null {
     lines.push('Mean utilization and total memory over the GPUs that answer.');
   }
   return { text: parts.join(' · '), title: lines.join('\n'), lost };
+}
+
+/** "enabled (2 instances)": the instances are what CUDA_VISIBLE_DEVICES can name. */
+export function migText(info: IDeviceInfo): string | null {
+  if (info.mig_mode !== 'enabled' || !info.mig_device_uuids) {
+    return info.mig_mode;
+  }
+  const n = info.mig_device_uuids.length;
+  return `enabled (${n} instance${n === 1 ? '' : 's'})`;
 }

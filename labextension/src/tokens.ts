@@ -66,6 +66,8 @@ export interface IDeviceInfo {
   /** Like "9.0". */
   compute_capability: string | null;
   mig_mode: 'enabled' | 'disabled' | null;
+  /** UUIDs (MIG-...) of its MIG instances; empty when MIG is disabled. */
+  mig_device_uuids: string[] | null;
   unavailable: IUnavailable;
 }
 

@@ -8,12 +8,13 @@ import {
   formatNumber,
   ILatestValues,
   metricReading,
+  migText,
   summarize,
   unavailableReason
 } from '../format';
 import { METRIC_SPECS } from '../metrics';
 import { Timeline } from '../series';
-import { FakeHistory, GIB } from './utils';
+import { deviceInfo, FakeHistory, GIB } from './utils';
 
 function gpu(index: number, v: Partial<ILatestValues> = {}): ILatestValues {
   return {
@@ -131,5 +132,19 @@ describe('METRIC_SPECS (chart ranges)', () => {
     expect(METRIC_SPECS.power.range(cols, null)).toEqual([0, 700]);
     expect(METRIC_SPECS.temperature.range(cols, null)).toEqual([0, 104]);
     expect(METRIC_SPECS.memory.format(54.6 * GIB)).toBe('54.6 GiB');
+  });
+});
+
+describe('migText (the spec card)', () => {
+  it('counts the MIG instances CUDA_VISIBLE_DEVICES can name', () => {
+    const info = deviceInfo(0);
+    expect(migText({ ...info, mig_mode: 'disabled', mig_device_uuids: [] })).toBe('disabled');
+    expect(migText({ ...info, mig_mode: 'enabled', mig_device_uuids: ['MIG-a', 'MIG-b'] })).toBe(
+      'enabled (2 instances)'
+    );
+    expect(migText({ ...info, mig_mode: 'enabled', mig_device_uuids: ['MIG-a'] })).toBe('enabled (1 instance)');
+    // The instances could not be read: the mode alone.
+    expect(migText({ ...info, mig_mode: 'enabled', mig_device_uuids: null })).toBe('enabled');
+    expect(migText({ ...info, mig_mode: null, mig_device_uuids: null })).toBeNull();
   });
 });

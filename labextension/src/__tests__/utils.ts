@@ -100,6 +100,7 @@ export function deviceInfo(index: number, overrides: Partial<IDeviceInfo> = {}):
     pcie_max_width: 16,
     compute_capability: '9.0',
     mig_mode: 'disabled',
+    mig_device_uuids: [],
     unavailable: {},
     ...overrides
   };
