@@ -92,12 +92,12 @@ def _span(lows: Sequence[float], highs: Sequence[float]) -> tuple[float, float]:
 
 
 def extent(xs: np.ndarray, ys: np.ndarray) -> Extent:
-    """The finite points' bounding box (NaN marks a gap in a line)."""
-    ok = np.isfinite(xs) & np.isfinite(ys)
-    if not ok.any():
+    """The lines' bounding box, NaN (a gap in a line) left out. fmin/fmax skip NaN without the
+    masks and copies a filter would make: this runs for every line on every redraw."""
+    if not xs.size or not ys.size:
         return NO_EXTENT
-    x, y = xs[ok], ys[ok]
-    return float(x.min()), float(x.max()), float(y.min()), float(y.max())
+    return (float(np.fmin.reduce(xs)), float(np.fmax.reduce(xs)),
+            float(np.fmin.reduce(ys)), float(np.fmax.reduce(ys)))
 
 
 # One line's update: (chart name, line name, colour, style, xs, ys); style is a bqplot line_style
@@ -179,19 +179,20 @@ class ChartsView:
 
     def _set_ticks(self, charts: Iterable[Chart], stack: contextlib.ExitStack) -> None:
         """Round ticks for the axes whose data changed; an axis is sent only when its ticks do."""
-        axes: list[tuple[Axis, tuple[float, float], int]] = []
-        shared: tuple[float, float] | None = None
+        axes: list[tuple[Axis, tuple[float, ...]]] = []
+        on_time: list[Chart] = []
         for chart in charts:
-            axes.append((chart.y_axis, chart.y_range(), Y_TICKS))
+            axes.append((chart.y_axis, nice_ticks(*chart.y_range(), Y_TICKS)))
             if chart.x_scale is not self.time_scale:
-                axes.append((chart.x_axis, chart.x_range(), X_TICKS))
-            elif shared is None:
-                on_time = [c.x_range() for c in self.charts.values() if c.x_scale is self.time_scale]
-                shared = _span([r[0] for r in on_time] + list(self._time_fixed),
-                               [r[1] for r in on_time] + list(self._time_fixed))
-                axes += [(c.x_axis, shared, X_TICKS) for c in self.charts.values() if c.x_scale is self.time_scale]
-        for axis, (lo, hi), count in axes:
-            ticks = nice_ticks(lo, hi, count)
+                axes.append((chart.x_axis, nice_ticks(*chart.x_range(), X_TICKS)))
+            elif not on_time:
+                on_time = [c for c in self.charts.values() if c.x_scale is self.time_scale]
+        if on_time:  # one range and one set of ticks for every chart on the shared time axis
+            ranges = [c.x_range() for c in on_time]
+            lo, hi = _span([r[0] for r in ranges] + list(self._time_fixed), [r[1] for r in ranges] + list(self._time_fixed))
+            ticks = nice_ticks(lo, hi, X_TICKS)
+            axes += [(c.x_axis, ticks) for c in on_time]
+        for axis, ticks in axes:
             if ticks and ticks != self._ticks.get(axis):
                 self._ticks[axis] = ticks
                 stack.enter_context(axis.hold_sync())
