@@ -3,18 +3,23 @@ processes): resident memory against simulated time.
 
 - sampler: the server's sampler (Sampler + NvmlBackend + History, window 1 h at 1 Hz) ticked
   86 400 times (24 h at 1 Hz), the slow read every 10th tick;
-- monitor: a TrainingMonitor on such a sampler, 12 log() calls per simulated second (~10^6 steps
-  in 24 h) and one GPU sample per second, the timer's work done every 10 simulated minutes.
+- monitor-gpu: a TrainingMonitor on such a sampler that logged once and then only watches the
+  GPUs: one GPU sample per second, its run log on (as by default), so that samples older than
+  ``gpu_window_s`` (the same 1 h) leave memory for the run log;
+- monitor: the same, with 12 log() calls per simulated second (~10^6 steps in 24 h). The logged
+  steps stay in memory: that is the user's data, and its cost per step is reported.
+The monitor's timer work is done every 10 simulated minutes.
 
 (The Jupyter server itself is fast-forwarded through 24 h by the server benchmark.)
 
-    python -m benchmarks.memory --worker sampler|monitor
+    python -m benchmarks.memory --worker sampler|monitor-gpu|monitor
 """
 from __future__ import annotations
 
 import argparse
 import gc
 import sys
+import tempfile
 import time
 from typing import Any, Callable
 
@@ -23,6 +28,7 @@ from .payload import FakeClock
 
 STEPS_PER_SECOND = 12
 MB = 1024 * 1024
+KINDS = ("sampler", "monitor-gpu", "monitor")
 
 
 def worker(kind: str) -> None:
@@ -38,13 +44,17 @@ def worker(kind: str) -> None:
         sampler = Sampler(backend, interval_s=1.0, window_s=window_s, clock=clock)
         sampler._read_slow()
         state.update(sampler=sampler, clock=clock, t=0)
-        if kind == "monitor":
+        if kind.startswith("monitor"):
             from gpu_widgets.monitor import monitor as monitor_module
             from gpu_widgets.monitor.monitor import TrainingMonitor
 
             monitor_module._now = lambda: clock.t
-            state["mon"] = TrainingMonitor("memory", run_log=False, display=False, sampler=sampler)
-            state["step"] = 0
+            runs = state["runs"] = tempfile.TemporaryDirectory(prefix="gw-bench-runs-")
+            mon = state["mon"] = TrainingMonitor("memory", run_log=runs.name, display=False, sampler=sampler,
+                                                 gpu_window_s=window_s)
+            mon.log(0, loss=1.0, accuracy=0.5, lr=3e-4)  # the run starts (and watches the GPUs)
+            state["step"] = 1
+            state["log"] = kind == "monitor"
         gc.collect()
         return {"rss_bytes": rss_bytes(), "history_capacity": sampler.history.capacity}
 
@@ -55,10 +65,11 @@ def worker(kind: str) -> None:
             t += 1
             clock.t += 1.0
             if mon is not None:
-                step = state["step"]
-                for i in range(step, step + STEPS_PER_SECOND):
-                    mon.log(i, loss=1.0 / (1 + i), accuracy=0.5, lr=3e-4)
-                state["step"] = step + STEPS_PER_SECOND
+                if state["log"]:
+                    step = state["step"]
+                    for i in range(step, step + STEPS_PER_SECOND):
+                        mon.log(i, loss=1.0 / (1 + i), accuracy=0.5, lr=3e-4)
+                    state["step"] = step + STEPS_PER_SECOND
                 if t % 600 == 0:
                     mon._tick()
             elif t % 10 == 0:
@@ -70,7 +81,7 @@ def worker(kind: str) -> None:
                "history_bytes_held": sampler.history.bytes_held}
         if mon is not None:
             mon.refresh()
-            out.update(steps=state["step"], gpu_samples_kept=len(mon._trace),
+            out.update(steps=state["step"], gpu_samples=len(mon._trace), gpu_samples_kept=mon._trace.kept,
                        points_in_marks=sum(len(m.x) for c in mon._view.charts.values() for m in c.lines.values()))
         return out
 
@@ -86,7 +97,7 @@ def measure(smoke: bool = False, log: Callable[[str], None] = print) -> dict[str
     kinds = ["sampler"]
     ready, why = monitor_ready()
     if ready:
-        kinds.append("monitor")
+        kinds += ["monitor-gpu", "monitor"]
     else:
         result["skipped"]["monitor"] = why
     with FakeDriver() as driver:
@@ -119,22 +130,36 @@ def _targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"target": "sampler/server memory bounded by the configured history", "status":
                     "met" if growth <= 2 * MB else "MISSED", "value": growth,
                     "measure": "RSS growth once the history is full (bytes)", "limit": 2 * MB})
+    g = result.get("monitor-gpu")
+    if g:
+        marks = g["marks"]
+        # From the first mark on, an hour of GPU samples is in memory (1 h window).
+        growth = marks[-1]["rss_bytes"] - marks[0]["rss_bytes"]
+        out.append({"target": "monitor memory bounded by the configured history (gpu_window_s)", "status":
+                    "met" if growth <= 2 * MB else "MISSED", "value": growth,
+                    "measure": "RSS growth from the first to the last mark, GPU samples only (bytes)", "limit": 2 * MB})
     m = result.get("monitor")
     if m:
         first, last = m["marks"][0], m["marks"][-1]
         growth = last["rss_bytes"] - first["rss_bytes"]
-        secs = last["simulated_s"] - first["simulated_s"]
-        out.append({"target": "monitor memory bounded by the configured history", "status":
-                    "met" if growth <= 2 * MB else "MISSED (by design: the run is kept)", "value": growth,
-                    "per_hour": growth / (secs / 3600) if secs else None,
-                    "measure": "RSS growth from the first to the last mark (bytes)", "limit": 2 * MB})
+        steps = last["steps"] - first["steps"]
+        extra = growth - ((g["marks"][-1]["rss_bytes"] - g["marks"][0]["rss_bytes"]) if g else 0)
+        out.append({"target": "monitor memory: the logged steps are kept (the user's data)", "status": "info",
+                    "value": growth, "bytes_per_step": extra / steps if steps else None,
+                    "measure": "RSS growth from the first to the last mark with 12 log()/s (bytes)"})
     return out
 
 
+def gpu_samples(mark: dict[str, Any]) -> str:
+    if "gpu_samples" not in mark:
+        return "-"
+    return f"{mark['gpu_samples']:,} ({mark['gpu_samples_kept']:,})"
+
+
 def table(result: dict[str, Any]) -> list[str]:
-    lines = ["| what | simulated time | RSS MB | history samples (capacity) | steps logged | GPU samples kept | "
+    lines = ["| what | simulated time | RSS MB | history samples (capacity) | steps logged | GPU samples (in memory) | "
              "points in marks |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for kind in ("sampler", "monitor"):
+    for kind in KINDS:
         r = result.get(kind)
         if not r:
             continue
@@ -143,7 +168,7 @@ def table(result: dict[str, Any]) -> list[str]:
         for m in r["marks"]:
             steps = f"{m['steps']:,}" if "steps" in m else "-"
             lines.append(f"| {kind} | {m['simulated_s'] / 3600:g} h | {m['rss_bytes'] / MB:.1f} | "
-                         f"{m['history_samples']} ({cap}) | {steps} | {m.get('gpu_samples_kept', '-')} | "
+                         f"{m['history_samples']} ({cap}) | {steps} | {gpu_samples(m)} | "
                          f"{m.get('points_in_marks', '-')} |")
     for name, why in result["skipped"].items():
         lines.append(f"\nskipped {name}: {why}")
@@ -152,7 +177,7 @@ def table(result: dict[str, Any]) -> list[str]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--worker", choices=["sampler", "monitor"])
+    parser.add_argument("--worker", choices=KINDS)
     args = parser.parse_args()
     if args.worker:
         worker(args.worker)

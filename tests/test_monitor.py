@@ -53,6 +53,8 @@ def header(mon: TrainingMonitor) -> str:
         ({"plot": [["loss"], 3]}, TypeError, "plot must be None"),
         ({"redraw_hz": 10}, ValueError, "redraw_hz must be a number in (0, 4]"),
         ({"flush_s": 9}, ValueError, "flush_s must be a number in (0, 5]"),
+        ({"gpu_window_s": 0}, ValueError, "gpu_window_s must be a number in (0, inf]"),
+        ({"gpu_window_s": "1h"}, ValueError, "gpu_window_s must be a number"),
         ({"max_points": 2}, ValueError, "max_points must be a whole number"),
         ({"run_log": 3}, TypeError, "run_log must be True, False or a directory"),
         ({"sampler": "nvml"}, TypeError, "sampler must be a gpu_widgets.sampler.Sampler"),

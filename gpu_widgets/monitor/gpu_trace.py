@@ -9,13 +9,23 @@ and peak utilization, peak memory, peak temperature and power, energy, time spen
 Rows for files are flat: ``{"time", "gpu", <field>..., "throttle_reasons"}``; a GPU's ``name``
 and the ``backend`` are written on its first row and whenever they change (readers carry them
 forward), which keeps ``gpu.jsonl`` near 250 bytes a sample.
+
+Memory is bounded when the run log holds the samples: ``drop_oldest`` forgets the oldest samples
+(only ones the file already has, in arrival order, line i of ``gpu.jsonl`` being sample i), and
+``rows()`` reads them back from that file. The totals and the plot curves are not affected.
 """
 from __future__ import annotations
 
+import json
 import math
+import threading
 from array import array
+from bisect import bisect_left
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
 from typing import Any
 
 from ..throttle import SLOWDOWNS, mask_from_names, names_from_mask
@@ -103,6 +113,32 @@ class DeviceTrace:
             out["lost"] = True
         return out
 
+    def forget(self, n: int) -> None:
+        """Drop the ``n`` oldest samples' columns."""
+        del self.times[:n]
+        for col in self.columns.values():
+            del col[:n]
+        del self.throttle[:n]
+        del self.lost[:n]
+
+
+def as_kept(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row read back from ``gpu.jsonl`` in the form ``DeviceTrace.row`` gives (numbers typed
+    as the columns hold them), so rows from the file and from memory compare equal."""
+    out: dict[str, Any] = {"time": float(row["time"]), "gpu": int(row["gpu"])}
+    for f in FIELDS + TORCH_FIELDS:
+        v = row.get(f)
+        if v is None:
+            if f not in TORCH_FIELDS:
+                out[f] = None
+        else:
+            out[f] = int(v) if f in INT_FIELDS else float(v)
+    reasons = row.get("throttle_reasons")
+    out["throttle_reasons"] = None if reasons is None else names_from_mask(mask_from_names(reasons))
+    if row.get("lost"):
+        out["lost"] = True
+    return out
+
 
 def _peak(old: float | None, new: Any) -> float | None:
     if new is None:
@@ -145,8 +181,18 @@ class GpuTrace:
         self.reason: str | None = None
         self.last_snapshot: dict[str, Any] | None = None
         self._labels_written: dict[int, tuple[Any, Any]] = {}
+        # Samples forgotten by drop_oldest: lines 1..dropped of spill_path hold them.
+        self.dropped = 0
+        self.spill_path: Path | None = None
+        # drop_oldest and rows() exclude each other; appends (one thread) need no lock.
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
+        """Samples seen, kept in memory or not."""
+        return self.dropped + len(self.order)
+
+    @property
+    def kept(self) -> int:
         return len(self.order)
 
     def _device(self, index: int) -> DeviceTrace:
@@ -247,11 +293,60 @@ class GpuTrace:
             v = row.get(source)
             d.curves[name].extend((x,), (NAN if v is None else v / scale,))
 
-    def rows(self, labels: str = "all") -> list[dict[str, Any]]:
+    def drop_oldest(self, window_s: float, limit: int, at_least: int = 1) -> int:
+        """Forget the samples older than ``window_s`` before the newest one, oldest first: at
+        most ``limit`` in all (the samples ``spill_path`` holds, counted from its first line), and
+        none unless at least ``at_least`` can go (a drop moves the kept columns; doing it in
+        chunks keeps that rare). Returns how many were dropped now."""
+        if self.spill_path is None:
+            return 0
+        limit = min(limit - self.dropped, len(self.order))
+        if limit < at_least:
+            return 0
+        before = max(d.times[-1] for d in self.devices.values() if d.times) - window_s
+        old = sum(bisect_left(d.times, before) for d in self.devices.values())
+        n = min(limit, old)
+        if n < at_least:
+            return 0
+        with self._lock:
+            for index, count in Counter(self.order[:n]).items():
+                self.devices[index].forget(count)
+            del self.order[:n]
+            self.dropped += n
+        return n
+
+    def spilled_rows(self) -> list[dict[str, Any]]:
+        """The dropped samples, read back from the run log (OSError or ValueError when it no
+        longer has them)."""
+        if not self.dropped:
+            return []
+        assert self.spill_path is not None
+        with open(self.spill_path, encoding="utf-8") as f:
+            raw = [json.loads(line) for line in islice(f, self.dropped)]
+        if len(raw) < self.dropped:
+            raise ValueError(f"{self.spill_path} holds {len(raw)} GPU samples, {self.dropped} expected")
+        return raw
+
+    def rows(self, labels: str = "all", spilled: bool = True) -> list[dict[str, Any]]:
         """Every sample in arrival order; ``labels``: "all" (name and backend on every row) or
-        "changes" (as files hold them)."""
+        "changes" (as files hold them); ``spilled``: with the samples read back from the run log."""
+        with self._lock:
+            return self._rows(labels, self.spilled_rows() if spilled else [])
+
+    def _rows(self, labels: str, spilled: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out = []
         seen: dict[int, tuple[Any, Any]] = {}
+        names: dict[int, tuple[Any, Any]] = {}  # carried forward through the file's rows
+        for raw in spilled:
+            index = int(raw["gpu"])
+            label = (raw.get("name") or names.get(index, (None, None))[0],
+                     raw.get("backend") or names.get(index, (None, None))[1])
+            names[index] = label
+            row = as_kept(raw)
+            if labels == "all" or seen.get(index) != label:
+                row = {"time": row.pop("time"), "gpu": row.pop("gpu"), "name": label[0], "backend": label[1], **row}
+                seen[index] = label
+            out.append(row)
         pos: dict[int, int] = {}
         for index in list(self.order):
             d = self.devices[index]

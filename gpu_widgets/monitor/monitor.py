@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import base64
 import logging
+import math
 import os
 import sys
 import threading
@@ -36,6 +37,7 @@ from .header import MonitorText, render_monitor
 from .process_gpus import check_choice, watched
 from .records import Records
 from .run_files import check_format, gpu_sibling, write_rows
+from .run_log import GPU as GPU_FILE
 from .run_log import RunLog, default_root, enabled_by_env, max_bytes_from_env
 from .saved_run import read_run
 from .torch_probe import TorchState, probe, torch_fields
@@ -72,6 +74,10 @@ GPU_LINES: tuple[tuple[str, str, str, str], ...] = (
 # Redrawing is the monitor's only work that can wait; keeping it to 0.3 % of one core
 # keeps the whole monitor under 1 % of a training loop (docs/benchmarks.md, section 3).
 DRAW_CPU_SHARE = 0.003
+DEFAULT_GPU_WINDOW_S = 3600.0
+# GPU samples are forgotten (they stay in the run log) in chunks of at least this many, or a
+# sixteenth of those kept: each drop moves the kept columns (about 1 ms for an hour of 8 GPUs).
+MIN_GPU_DROP = 256
 METRIC_WEIGHT = 4  # a metric line gets this many times a GPU line's share of max_points
 MIN_LINE_POINTS = 16  # a line's share never goes below this, however many lines there are
 
@@ -96,6 +102,9 @@ class TrainingMonitor:
     * ``redraw_hz``: redraws per second, at most 4 (default 4); fewer when redrawing is costly
       (many GPUs or lines): redraws use at most 0.3 % of one core.
     * ``flush_s``: the run log reaches the disk at least this often (default 1 s, at most 5).
+    * ``gpu_window_s``: seconds of GPU samples kept in memory (default 3600). Older ones are in
+      the run log, and ``gpu_rows()`` and ``save()`` read them back from it; so memory stays
+      bounded on long runs. None keeps them all; without a run log all are kept.
     * ``display``: show the widget now (default True, in a notebook).
     * ``static_image``: when the run stops, add a PNG of the charts to the displayed output, for
       notebooks viewed where widgets do not render (default True; needs matplotlib).
@@ -116,6 +125,7 @@ class TrainingMonitor:
         max_points: int = 2000,
         redraw_hz: float = MAX_REDRAW_HZ,
         flush_s: float = 1.0,
+        gpu_window_s: float | None = DEFAULT_GPU_WINDOW_S,
         display: bool = True,
         static_image: bool = True,
         sampler: Sampler | None = None,
@@ -136,6 +146,7 @@ class TrainingMonitor:
         self.max_points = max_points
         self._period = 1.0 / number_in("redraw_hz", redraw_hz, 0.0, MAX_REDRAW_HZ)
         self._flush_s = number_in("flush_s", flush_s, 0.0, 5.0)
+        self._gpu_window_s = None if gpu_window_s is None else number_in("gpu_window_s", gpu_window_s, 0.0, math.inf)
         if sampler is not None and not isinstance(sampler, Sampler):
             raise TypeError(f"sampler must be a gpu_widgets.sampler.Sampler, got {type(sampler).__name__}")
         self._sampler_arg = sampler
@@ -512,6 +523,10 @@ class TrainingMonitor:
                 rows, self._gpu_unwritten = self._gpu_unwritten, []
                 rl.write_gpu(rows)
             rl.flush(force=final)
+            if self._gpu_window_s is not None and rl.gpu_lines_flushed:
+                trace = self._trace
+                trace.spill_path = rl.path / GPU_FILE
+                trace.drop_oldest(self._gpu_window_s, rl.gpu_lines_flushed, max(MIN_GPU_DROP, trace.kept // 16))
         except Exception as exc:
             self._res.run_log = None
             self._gpu_unwritten = []
@@ -691,7 +706,15 @@ class TrainingMonitor:
     def gpu_rows(self) -> list[dict[str, Any]]:
         """The GPU samples of this run: one ``{"time", "gpu", field...}`` per GPU per sample."""
         self._tick(final=False)
-        return self._trace.rows()
+        return self._all_gpu_rows("all")
+
+    def _all_gpu_rows(self, labels: str) -> list[dict[str, Any]]:
+        try:
+            return self._trace.rows(labels)
+        except (OSError, ValueError) as exc:  # the run log lost the oldest samples (deleted, pruned)
+            self._problem(f"the oldest {self._trace.dropped} GPU samples could not be read back from the run log "
+                          f"({type(exc).__name__}: {exc}); only the last {self._trace.kept} are given")
+            return self._trace.rows(labels, spilled=False)
 
     def to_pandas(self) -> Any:
         """The logged rows as a pandas DataFrame (needs pandas)."""
@@ -724,7 +747,7 @@ class TrainingMonitor:
         write_rows(p, self.rows(), ["step", "time", *self.keys])
         if gpu:
             self._tick(final=False)
-            gpu_rows = self._trace.rows(labels="changes")
+            gpu_rows = self._all_gpu_rows("changes")
             if gpu_rows:
                 columns = list(dict.fromkeys(k for r in gpu_rows for k in r))
                 write_rows(gpu_sibling(p), gpu_rows, columns)

@@ -150,6 +150,8 @@ class RunLog:
         self._gpu = None
         self._last_flush = 0.0
         self._dirty = False
+        self.gpu_lines = 0  # lines written to gpu.jsonl
+        self.gpu_lines_flushed = 0  # of those, handed to the OS: readable from the file
 
     def open(self) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -178,12 +180,16 @@ class RunLog:
         self._write(self._steps, lines)
 
     def write_gpu(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        self._write(self._gpu, "".join([dumps(r) + "\n" for r in rows]))
+        lines = [dumps(r) + "\n" for r in rows]
+        if self._write(self._gpu, "".join(lines)):
+            self.gpu_lines += len(lines)
 
-    def _write(self, f: Any, text: str) -> None:
+    def _write(self, f: Any, text: str) -> bool:
         if text and f is not None:
             f.write(text)
             self._dirty = True
+            return True
+        return False
 
     def flush(self, now: float | None = None, force: bool = False) -> None:
         """Hand the written lines to the OS when ``flush_s`` has passed (or ``force``)."""
@@ -194,6 +200,7 @@ class RunLog:
                     f.flush()
             self._dirty = False
             self._last_flush = now
+            self.gpu_lines_flushed = self.gpu_lines
 
     def update_meta(self, **fields: Any) -> None:
         self.meta.update(fields)
