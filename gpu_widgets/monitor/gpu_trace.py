@@ -100,18 +100,9 @@ class DeviceTrace:
         return max(0.0, self.energy_last - self.energy_first)
 
     def row(self, i: int) -> dict[str, Any]:
-        out: dict[str, Any] = {"time": self.times[i], "gpu": self.index}
-        for f, col in self.columns.items():
-            v = col[i]
-            out[f] = None if v != v else (int(v) if f in INT_FIELDS else v)
         mask = self.throttle[i]
-        out["throttle_reasons"] = None if mask == NO_REASONS else names_from_mask(mask)
-        for f in TORCH_FIELDS:
-            if out[f] is None:
-                del out[f]  # this GPU was not PyTorch's at that time
-        if self.lost[i]:
-            out["lost"] = True
-        return out
+        return typed_row(self.times[i], self.index, ((f, col[i]) for f, col in self.columns.items()),
+                         None if mask == NO_REASONS else names_from_mask(mask), self.lost[i])
 
     def forget(self, n: int) -> None:
         """Drop the ``n`` oldest samples' columns."""
@@ -122,22 +113,28 @@ class DeviceTrace:
         del self.lost[:n]
 
 
-def as_kept(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row read back from ``gpu.jsonl`` in the form ``DeviceTrace.row`` gives (numbers typed
-    as the columns hold them), so rows from the file and from memory compare equal."""
-    out: dict[str, Any] = {"time": float(row["time"]), "gpu": int(row["gpu"])}
-    for f in FIELDS + TORCH_FIELDS:
-        v = row.get(f)
-        if v is None:
-            if f not in TORCH_FIELDS:
+def typed_row(t: float, gpu: int, values: Iterable[tuple[str, Any]], reasons: list[str] | None, lost: Any) -> dict[str, Any]:
+    """One sample as ``rows()`` gives it, whether it comes from the columns (NaN = missing) or
+    from ``gpu.jsonl`` (None = missing): whole-number fields as ints, the others as floats."""
+    out: dict[str, Any] = {"time": float(t), "gpu": int(gpu)}
+    for f, v in values:
+        if v is None or v != v:
+            if f not in TORCH_FIELDS:  # a missing PyTorch field: not PyTorch's GPU at that time
                 out[f] = None
         else:
             out[f] = int(v) if f in INT_FIELDS else float(v)
-    reasons = row.get("throttle_reasons")
-    out["throttle_reasons"] = None if reasons is None else names_from_mask(mask_from_names(reasons))
-    if row.get("lost"):
+    out["throttle_reasons"] = reasons
+    if lost:
         out["lost"] = True
     return out
+
+
+def as_kept(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row read back from ``gpu.jsonl``, typed as the columns hold it (reasons go through the
+    mask too), so rows from the file and from memory compare equal."""
+    reasons = row.get("throttle_reasons")
+    return typed_row(row["time"], row["gpu"], ((f, row.get(f)) for f in FIELDS + TORCH_FIELDS),
+                     None if reasons is None else names_from_mask(mask_from_names(reasons)), row.get("lost"))
 
 
 def _peak(old: float | None, new: Any) -> float | None:
@@ -334,29 +331,26 @@ class GpuTrace:
             return self._rows(labels, self.spilled_rows() if spilled else [])
 
     def _rows(self, labels: str, spilled: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
         seen: dict[int, tuple[Any, Any]] = {}
-        names: dict[int, tuple[Any, Any]] = {}  # carried forward through the file's rows
-        for raw in spilled:
-            index = int(raw["gpu"])
-            label = (raw.get("name") or names.get(index, (None, None))[0],
-                     raw.get("backend") or names.get(index, (None, None))[1])
-            names[index] = label
-            row = as_kept(raw)
+
+        def add(row: dict[str, Any], label: tuple[Any, Any]) -> None:
+            index = row["gpu"]
             if labels == "all" or seen.get(index) != label:
                 row = {"time": row.pop("time"), "gpu": row.pop("gpu"), "name": label[0], "backend": label[1], **row}
                 seen[index] = label
             out.append(row)
+
+        names: dict[int, tuple[Any, Any]] = {}  # the file writes labels where they change: carry them
+        for raw in spilled:
+            row = as_kept(raw)
+            last = names.get(row["gpu"], (None, None))
+            label = names[row["gpu"]] = (raw.get("name") or last[0], raw.get("backend") or last[1])
+            add(row, label)
         pos: dict[int, int] = {}
         for index in list(self.order):
             d = self.devices[index]
             i = pos.get(index, 0)
             pos[index] = i + 1
-            row = d.row(i)
-            label = (d.name, self.backend)
-            if labels == "all" or seen.get(index) != label:
-                row = {"time": row["time"], "gpu": index, "name": d.name, "backend": self.backend,
-                       **{k: v for k, v in row.items() if k not in ("time", "gpu")}}
-                seen[index] = label
-            out.append(row)
+            add(d.row(i), (d.name, self.backend))
         return out

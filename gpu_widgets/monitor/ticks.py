@@ -26,20 +26,17 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> tuple[float, ...]:
     if span <= max(abs(lo), abs(hi)) * 1e-6:
         return (float(f"{lo:.6g}"),)  # flat: one tick, not a ladder of rounding noise
     raw = span / max(count - 1, 1)
-    magnitude = 10.0 ** math.floor(math.log10(raw))
-    best: tuple[int, float] | None = None
-    for scale in (magnitude, magnitude * 10.0):
+    exponent = math.floor(math.log10(raw))
+    best: tuple[int, float, int] | None = None  # (ticks, step, decimals it needs)
+    for e in (exponent, exponent + 1):
         for m in MANTISSAS:
-            step = m * scale
+            step = m * 10.0**e
             n = _count(lo, hi, step)
-            if n > count:
-                continue
-            if best is None or abs(n - count) < abs(best[0] - count):
-                best = (n, step)
-    assert best is not None  # 10 × magnitude > raw always fits
-    step = best[1]
-    # Enough decimals for the step (2.5 × 10^-k needs one more), so 0.1 × 3 shows as 0.3.
-    decimals = max(0, -math.floor(math.log10(step)) + (1 if step / 10.0 ** math.floor(math.log10(step)) == 2.5 else 0))
+            if n <= count and (best is None or abs(n - count) < abs(best[0] - count)):
+                # enough decimals that 0.1 × 3 prints as 0.3 (2.5 × 10^e needs one more)
+                best = (n, step, max(0, -e + (m == 2.5)))
+    assert best is not None  # 10^(exponent + 1) > raw always fits
+    _, step, decimals = best
     first = math.ceil(lo / step - 1e-9)
     last = math.floor(hi / step + 1e-9)
     return tuple(round(k * step, decimals) + 0.0 for k in range(first, last + 1))
