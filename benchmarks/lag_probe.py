@@ -143,6 +143,12 @@ class PrefillHandler(_Base):
                 new.append(_synthetic(latest, t_end - k * sampler.interval_s))
             new.append(latest)
             sampler.history = new  # a tick that lands between these lines is lost: harmless here
+            del old
+            # glibc keeps the old history's pages: give them back, so that a memory baseline taken
+            # now is the server's, whichever gpu_widgets runs it
+            trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+            if trim is not None:
+                trim(0)
             return len(new)
 
         n = await IOLoop.current().run_in_executor(None, fill)

@@ -8,12 +8,13 @@ from typing import Any
 
 from ._version import __version__
 
-__all__ = ["GpuDashboard", "TrainingMonitor", "__version__"]
+__all__ = ["GpuDashboard", "RunFileError", "TrainingMonitor", "__version__"]
 
 # name -> module that defines it, imported lazily by __getattr__
 _LAZY = {
     "TrainingMonitor": "gpu_widgets.monitor.monitor",
     "GpuDashboard": "gpu_widgets.monitor.dashboard",
+    "RunFileError": "gpu_widgets.monitor.run_files",  # what load() raises for a damaged file
 }
 
 

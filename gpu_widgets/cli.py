@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any, Sequence
 
 from . import __version__
-from .backends import CHOICES, ConfigError, open_backend
-from .snapshot import take
+from .backends import CHOICES, ConfigError, open_backend, resolve_choice
+from .guarded import GuardedReader
 
 MIN_WATCH_S = 0.1
 
@@ -55,18 +56,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "probe":
             return _probe()
+        if args.command == "snapshot":
+            resolve_choice(args.backend)  # a bad setting exits 2 before any thread starts
+            return _snapshot(GuardedReader(args.backend, args.watch or 1.0), args.json, args.watch)
         backend = open_backend(args.backend)
     except ConfigError as exc:
         print(f"gpu-widgets: error: {exc}", file=sys.stderr)
         return 2
     try:
-        if args.command == "info":
-            return _info(backend, args.json)
-        return _snapshot(backend, args.json, args.watch)
-    except KeyboardInterrupt:
-        return 0  # Ctrl-C is how --watch ends
+        return _info(backend, args.json)
     except BrokenPipeError:
-        return 0  # `gpu-widgets snapshot --watch 1 | head` closed the pipe
+        return 0
     finally:
         backend.close()
 
@@ -95,12 +95,29 @@ def _info(backend: Any, as_json: bool) -> int:
     return 0
 
 
-def _snapshot(backend: Any, as_json: bool, watch: float | None) -> int:
+def _snapshot(reader: GuardedReader, as_json: bool, watch: float | None) -> int:
+    try:
+        return _print_snapshots(reader, as_json, watch)
+    except KeyboardInterrupt:
+        return 0  # Ctrl-C is how --watch ends
+    except BrokenPipeError:
+        return 0  # `gpu-widgets snapshot --watch 1 | head` closed the pipe
+    finally:
+        if reader.stuck:
+            # A driver call that never returns: exit without waiting on it (NVML's shutdown
+            # at exit would wait behind it).
+            sys.stdout.flush()
+            os._exit(0)
+        if reader.backend is not None:
+            reader.backend.close()
+
+
+def _print_snapshots(reader: GuardedReader, as_json: bool, watch: float | None) -> int:
     from .cli_format import render_snapshot
 
     clear = watch is not None and not as_json and sys.stdout.isatty()
     while True:
-        snap = take(backend, time.time())
+        snap = reader.snapshot()
         if as_json:
             print(json.dumps(snap, indent=None if watch else 2), flush=True)
         else:

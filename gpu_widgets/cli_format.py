@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .stall import STALE, stale_text
 from .throttle import LABELS, SLOWDOWNS
 
 GIB = float(1 << 30)
@@ -45,7 +46,7 @@ def _throttle(d: dict[str, Any]) -> str:
 
 
 def header(snap: dict[str, Any], version: str) -> str:
-    parts = [f"gpu-widgets {version}", f"backend {snap['backend']}"]
+    parts = [f"gpu-widgets {version}", f"backend {snap['backend'] or NA}"]
     if snap.get("driver_version"):
         parts.append(f"driver {snap['driver_version']}")
     if snap.get("cuda_driver_version"):
@@ -58,7 +59,12 @@ def header(snap: dict[str, Any], version: str) -> str:
 
 def render_snapshot(snap: dict[str, Any], version: str) -> str:
     lines = [header(snap, version)]
-    if snap["status"] != "ok":
+    if snap["status"] == STALE:
+        lines.append(f"STALE: {stale_text(snap.get('sample_age_s'), snap.get('reason'))}")
+        if not snap["devices"]:
+            return "\n".join(lines)
+        lines.append("The values below are from the last sample.")
+    elif snap["status"] != "ok":
         lines.append(f"No NVIDIA GPU available: {snap.get('reason') or 'unknown reason'}")
         return "\n".join(lines)
     rows = [("GPU", "Name", "Util", "MemCtl", "Memory", "Temp", "Power", "Clocks SM/Mem", "Throttle")]

@@ -40,7 +40,7 @@ SAMPLE_FIELDS: tuple[Field, ...] = (
     Field("throttle_reasons", FAST, "why clocks are held down now, as names (see gpu_widgets.throttle)"),
     Field("pcie_tx_bytes_per_s", SLOW, "PCIe transmit throughput, bytes/s (NVML reports KB/s over a 20 ms window)"),
     Field("pcie_rx_bytes_per_s", SLOW, "PCIe receive throughput, bytes/s"),
-    Field("processes", SLOW, "processes using the GPU: pid, used_memory_bytes, name, user, command"),
+    Field("processes", SLOW, "processes using the GPU: pid, used_memory_bytes, name, uid, user, command"),
 )
 
 # Fields kept as numeric time series in the history (the rest are lists or labels).

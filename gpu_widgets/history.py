@@ -4,6 +4,10 @@ Each device keeps one ``array('d')`` ring per numeric field (8 bytes a value, Na
 sharing one ring of timestamps. Capacity is fixed when the history is made, so memory is
 bounded by configuration: 1 h at 1 Hz for 8 GPUs is about 4 MB whatever runs for how long.
 Process lists are not kept here: they are large and only the latest matters.
+
+A big ``since()`` copies one device at a time under the lock (the sampler waits ~1 ms, not for a
+copy of every GPU's hour), so the ring keeps ``READ_MARGIN_S`` of samples beyond the window: a
+reader can take that long before a sample it planned to read is overwritten.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import math
 import operator
 import threading
 from array import array
+from collections.abc import Iterator
 from typing import Any
 
 from .downsample import downsample, downsample_arrays
@@ -26,6 +31,8 @@ LOST = "lost"
 COLUMNS: tuple[str, ...] = SERIES_FIELDS + (THROTTLE, LOST)
 BITMASKS = frozenset({THROTTLE, LOST})
 _series_values = operator.itemgetter(*SERIES_FIELDS)
+# Seconds of extra samples kept beyond the window for readers that copy device by device.
+READ_MARGIN_S = 10.0
 
 
 def capacity_for(window_s: float, interval_s: float) -> int:
@@ -39,7 +46,7 @@ class History:
 
     def __init__(self, window_s: float = 3600.0, interval_s: float = 1.0) -> None:
         self.window_s = float(window_s)
-        self.capacity = capacity_for(window_s, interval_s)
+        self.capacity = capacity_for(window_s, interval_s) + math.ceil(READ_MARGIN_S / interval_s)
         self._lock = threading.Lock()
         self._times = array("d", [NAN]) * self.capacity
         self._devices: dict[int, dict[str, Any]] = {}  # index -> {"uuid", "name", "cols": {col: array}}
@@ -55,6 +62,15 @@ class History:
         """Memory held by the value arrays (what the capacity bounds)."""
         per_column = self.capacity * self._times.itemsize
         return per_column * (1 + len(self._devices) * len(COLUMNS))
+
+    @property
+    def device_count(self) -> int:
+        return len(self._devices)
+
+    def count_since(self, t: float | None) -> int:
+        """How many samples ``since(t)`` covers (before downsampling)."""
+        with self._lock:
+            return self._size - self._first(t)
 
     def whole_window(self, t: float | None) -> bool:
         """Whether ``since(t)`` answers with the whole window (``t`` is before its oldest sample)."""
@@ -120,12 +136,23 @@ class History:
             values = col[a:].tolist() + col[: a + n - self.capacity].tolist()
         return [None if v != v else v for v in values]  # v != v only for NaN
 
-    def _take_array(self, col: array, first: int) -> Any:
-        """Logical positions first.. as a float64 NumPy copy (NaN stays NaN)."""
+    def _copy(self, col: array, first: int, size: int, start: int) -> Any:
+        """Logical positions first..size (as of ``start``) as a float64 NumPy copy (NaN stays NaN)."""
         import numpy as np
 
         whole = np.frombuffer(col, dtype=np.float64)
-        return whole[(self._start + np.arange(first, self._size)) % self.capacity]
+        a, n = (start + first) % self.capacity, size - first
+        if a + n <= self.capacity:
+            return whole[a : a + n].copy()
+        return np.concatenate((whole[a:], whole[: a + n - self.capacity]))
+
+    def _first(self, t: float | None) -> int:
+        """Logical index of the first sample newer than ``t`` and inside the window."""
+        first = 0 if t is None else self._first_after(t)
+        if self._size:
+            newest = self._times[(self._start + self._size - 1) % self.capacity]
+            first = max(first, self._first_after(newest - self.window_s))
+        return first
 
     def since(self, t: float | None = None, max_points: int | None = None) -> dict[str, Any]:
         """Samples newer than ``t`` (all when None), per device, downsampled to ``max_points``.
@@ -133,30 +160,55 @@ class History:
         Returns ``{"timestamps": [...], "devices": [{"index", "uuid", "name", <field>: [...],
         "throttle_reasons": [[...], ...], "lost": [bool, ...]}]}`` with all lists aligned.
         """
+        times, devices = self.since_lazily(t, max_points)
+        return {"timestamps": times, "devices": list(devices)}
+
+    def since_lazily(self, t: float | None = None,
+                     max_points: int | None = None) -> tuple[list[float], Iterator[dict[str, Any]]]:
+        """``since()`` as the timestamps and an iterator of devices: a caller that serialises each
+        device as it comes holds one device's copy at a time, not every GPU's."""
         with self._lock:
-            first = 0 if t is None else self._first_after(t)
-            if self._size:
-                newest = self._times[(self._start + self._size - 1) % self.capacity]
-                first = max(first, self._first_after(newest - self.window_s))
-            vectorised = self._size - first >= NUMPY_FROM and max_points is not None
-            take = self._take_array if vectorised else self._take
-            times = take(self._times, first)
-            devices = [
-                (idx, e["uuid"], e["name"], {c: take(col, first) for c, col in e["cols"].items()})
-                for idx, e in sorted(self._devices.items())
-            ]
-        reduce = downsample_arrays if vectorised else downsample
-        out_devices = []
-        out_times = times.tolist() if vectorised else times
-        for idx, uuid, name, cols in devices:
-            if max_points is not None:
-                out_times, cols = reduce(times, cols, max_points, BITMASKS)
-            dev: dict[str, Any] = {"index": idx, "uuid": uuid, "name": name}
-            for field in SERIES_FIELDS:
-                dev[field] = cols[field]
-            dev["throttle_reasons"] = [None if m is None else names_from_mask(int(m)) for m in cols[THROTTLE]]
-            dev["lost"] = [bool(m) for m in cols[LOST]]
-            out_devices.append(dev)
-        if max_points is not None and not devices:
-            out_times, _ = reduce(times, {}, max_points)
-        return {"timestamps": out_times, "devices": out_devices}
+            first = self._first(t)
+            if self._size - first < NUMPY_FROM or max_points is None:
+                # A poll's increment (a few samples): plain lists, all under the lock, is fastest.
+                times = self._take(self._times, first)
+                cols = [(idx, e["uuid"], e["name"], {c: self._take(col, first) for c, col in e["cols"].items()})
+                        for idx, e in sorted(self._devices.items())]
+                small = True
+            else:
+                plan = (first, self._size, self._start, self.appended)
+                times = self._copy(self._times, *plan[:3])
+                entries = [(idx, e["uuid"], e["name"], e["cols"]) for idx, e in sorted(self._devices.items())]
+                small = False
+        if small:
+            out_times = times if max_points is None else downsample(times, {}, max_points)[0]
+            return out_times, (_device(idx, uuid, name, times, c, max_points, downsample) for idx, uuid, name, c in cols)
+        assert max_points is not None
+        out_times = downsample_arrays(times, {}, max_points)[0]
+        return out_times, self._copied_devices(entries, plan, times, max_points)
+
+    def _copied_devices(self, entries: list, plan: tuple[int, int, int, int], times: Any,
+                        max_points: int) -> Iterator[dict[str, Any]]:
+        first, size, start, appended = plan
+        # Appends the ring can take before one overwrites the oldest sample of this answer.
+        slack = self.capacity - size + first
+        for idx, uuid, name, cols in entries:
+            with self._lock:
+                copies = {c: self._copy(col, first, size, start) for c, col in cols.items()}
+                overwritten = self.appended - appended - slack
+            if overwritten > 0:  # this reader took longer than READ_MARGIN_S: those samples are gone
+                for values in copies.values():
+                    values[:overwritten] = NAN
+            yield _device(idx, uuid, name, times, copies, max_points, downsample_arrays)
+
+
+def _device(idx: int, uuid: str | None, name: str | None, times: Any, cols: dict[str, Any],
+            max_points: int | None, reduce: Any) -> dict[str, Any]:
+    if max_points is not None:
+        _, cols = reduce(times, cols, max_points, BITMASKS)
+    dev: dict[str, Any] = {"index": idx, "uuid": uuid, "name": name}
+    for field in SERIES_FIELDS:
+        dev[field] = cols[field]
+    dev["throttle_reasons"] = [None if m is None else names_from_mask(int(m)) for m in cols[THROTTLE]]
+    dev["lost"] = [bool(m) for m in cols[LOST]]
+    return dev

@@ -1,4 +1,4 @@
-"""Who a GPU process is: name, user and command line from the OS, via psutil.
+"""Who a GPU process is: name, owner (uid and user) and command line from the OS, via psutil.
 
 NVML gives only pids and memory. The OS may not tell us more: the pid can live in another
 container's pid namespace, belong to another user on a hardened /proc, or have ended since
@@ -6,13 +6,18 @@ NVML listed it. Each missing value is None with its reason, like every other fie
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from typing import Any
 
 import psutil
 
-_DETAILS = ("name", "user", "command")
+_DETAILS = ("name", "uid", "user", "command")
+# A command line can be 2 MB (ARG_MAX); it goes out in every sample, so it is cut to this many
+# bytes of UTF-8, the cut marked at its end.
+COMMAND_MAX_BYTES = 4096
 # How often a cached pid's identity (pid + start time) is checked again. forget_except() already
 # drops a pid the moment it leaves every GPU's list, so a reused pid would have to start and
 # open a GPU context within one slow read; psutil's is_running() is ~12 µs a process, which on
@@ -50,7 +55,7 @@ class ProcessDescriber:
         return built
 
     def describe(self, pid: int) -> dict[str, Any]:
-        """``{"name", "user", "command", "unavailable"}`` for one pid; never raises."""
+        """``{"name", "uid", "user", "command", "unavailable"}`` for one pid; never raises."""
         with self._lock:
             cached = self._cache.get(pid)
         now = time.monotonic()
@@ -82,7 +87,8 @@ class ProcessDescriber:
 
 
 def _look_up(pid: int) -> dict[str, Any]:
-    details: dict[str, Any] = {"name": None, "user": None, "command": None, "unavailable": {}, "_proc": None}
+    details: dict[str, Any] = {"name": None, "uid": None, "user": None, "command": None, "unavailable": {},
+                               "_proc": None}
     try:
         proc = psutil.Process(pid)
     except psutil.NoSuchProcess:
@@ -93,7 +99,10 @@ def _look_up(pid: int) -> dict[str, Any]:
         details["unavailable"] = dict.fromkeys(_DETAILS, f"cannot inspect process: {exc}")
         return details
     details["_proc"] = proc
-    for key, read in (("name", proc.name), ("user", proc.username), ("command", lambda: _command(proc))):
+    # username() is the passwd name of the real uid, or the uid as text when it has none
+    # (arbitrary-uid containers), so it never fails for want of a passwd entry.
+    for key, read in (("name", lambda: _readable(proc.name())), ("uid", lambda: proc.uids().real),
+                      ("user", lambda: _readable(proc.username())), ("command", lambda: _command(proc))):
         try:
             details[key] = read()
         except psutil.AccessDenied:
@@ -107,9 +116,35 @@ def _look_up(pid: int) -> dict[str, Any]:
     return details
 
 
+def _readable(text: str) -> str:
+    """``text`` with bytes that were not valid in the filesystem encoding as U+FFFD.
+
+    psutil decodes /proc with surrogateescape: such bytes come back as lone surrogates, which are
+    not valid UTF-8 and which strict JSON parsers refuse.
+    """
+    return os.fsencode(text).decode(sys.getfilesystemencoding(), "replace")
+
+
 def _command(proc: psutil.Process) -> str | None:
     args = proc.cmdline()
-    return " ".join(args) if args else None
+    return capped_command(args) if args else None
+
+
+def capped_command(args: list[str]) -> str:
+    """``args`` joined by spaces, readable, and at most COMMAND_MAX_BYTES of UTF-8.
+
+    A longer one keeps its start and ends with ``… (cut: N bytes in all)``, N being the length of
+    the whole command line as the process has it.
+    """
+    raw = b" ".join(os.fsencode(arg) for arg in args)
+    text = raw.decode(sys.getfilesystemencoding(), "replace")
+    encoded = text.encode("utf-8")
+    if len(encoded) <= COMMAND_MAX_BYTES:
+        return text
+    mark = f"… (cut: {len(raw)} bytes in all)"
+    room = COMMAND_MAX_BYTES - len(mark.encode("utf-8"))
+    # "ignore" drops a character split by the cut, so the head stays whole characters.
+    return encoded[:room].decode("utf-8", "ignore") + mark
 
 
 def process_entry(pid: int, used_memory_bytes: int | None, details: dict[str, Any]) -> dict[str, Any]:
@@ -118,6 +153,7 @@ def process_entry(pid: int, used_memory_bytes: int | None, details: dict[str, An
         "pid": pid,
         "used_memory_bytes": used_memory_bytes,
         "name": details["name"],
+        "uid": details["uid"],
         "user": details["user"],
         "command": details["command"],
         "unavailable": dict(details["unavailable"]),

@@ -18,7 +18,8 @@ from typing import Any, Callable
 from .backends import Backend, open_backend
 from .clock import Clock, next_deadline
 from .history import History
-from .snapshot import compose
+from .snapshot import PENDING, compose
+from .stall import stale_after_s, waiting_on
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +72,17 @@ class Sampler:
         self._latest: dict[str, Any] | None = None
         self._slow: dict[int, dict[str, Any]] = {}
         self._slow_ready = threading.Event()
-        # None until start() reads them: compose() then takes them from each read (tick() before start()).
-        self._uuids: list[str | None] | None = None
+        # MIG UUIDs: None until start() reads them. GPU UUIDs come from each read instead, so a GPU
+        # that could not tell its UUID at start (lost, a timeout) maps CUDA_VISIBLE_DEVICES once it does.
         self._mig_uuids: list[list[str] | None] | None = None
+        # Monotonic times for staleness (stall.py): the newest sample, the newest slow read, and
+        # when start() began; with the threads, so a reader can name the call one is stuck in.
+        self._latest_mono: float | None = None
+        self._slow_mono: float | None = None
+        self._started_mono: float | None = None
+        self._opener: threading.Thread | None = None
+        self._fast_thread: threading.Thread | None = None
+        self._slow_thread: threading.Thread | None = None
         self.ticks = 0
         self.skipped_ticks = 0
         self.subscriber_errors = 0
@@ -103,10 +112,10 @@ class Sampler:
             if self.running:
                 return self
             self._stop.clear()
+            self._started_mono, self._opener = self.clock.monotonic(), threading.current_thread()
             try:
                 self.backend.open()
                 info = self.backend.device_info()
-                self._uuids = [d.get("uuid") for d in info]
                 self._mig_uuids = [d.get("mig_device_uuids") for d in info]
             except Exception:  # a backend bug must not reach the caller
                 log.exception("gpu-widgets: opening the %s backend failed", self.backend.name)
@@ -114,6 +123,7 @@ class Sampler:
                 threading.Thread(target=self._guard, args=(self._slow_loop,), name="gpu-widgets-slow", daemon=True),
                 threading.Thread(target=self._guard, args=(self._fast_loop,), name="gpu-widgets-sampler", daemon=True),
             ]
+            self._slow_thread, self._fast_thread = self._threads
             for t in self._threads:
                 t.start()
         return self
@@ -147,6 +157,22 @@ class Sampler:
     @property
     def latest(self) -> dict[str, Any] | None:
         return self._latest
+
+    def staleness(self) -> tuple[float | None, str | None]:
+        """(age of the newest sample in seconds or None before the first, why it is stale or None).
+
+        Computed now, by the caller: the sampler's own threads may be stuck inside a driver call.
+        Stale means older than 3 intervals and 2 s (before the first sample: 5 s after start);
+        the reason names the call the sampler waits on. A stopped sampler is never stale.
+        """
+        now = self.clock.monotonic()
+        latest = self._latest_mono
+        age = None if latest is None else max(0.0, now - latest)
+        since = latest if latest is not None else self._started_mono
+        if since is None or self._stop.is_set() or now - since <= stale_after_s(self._interval, latest is None):
+            return age, None
+        why = waiting_on(self._fast_thread or self._opener)
+        return age, why or "the sampler has not taken a sample (see the log)"
 
     # -- the loops -----------------------------------------------------------------------------
     def _guard(self, loop: Callable[[], None]) -> None:
@@ -190,18 +216,20 @@ class Sampler:
             log.exception("gpu-widgets: slow read failed")
             return
         self._slow = {p["index"]: p for p in parts}
+        self._slow_mono = self.clock.monotonic()
 
     def tick(self) -> dict[str, Any] | None:
         """Take one sample now (the loop calls this; tests and one-shot users may too)."""
-        t = self.clock.wall()
+        t, m = self.clock.wall(), self.clock.monotonic()
+        slow, pending = self._fresh_slow(m)
         try:
             fast = self.backend.read_fast(t)
-            snapshot = compose(self.backend, t, fast, self._slow, self._uuids, self._mig_uuids)
+            snapshot = compose(self.backend, t, fast, slow, None, self._mig_uuids, pending)
         except Exception:
             log.exception("gpu-widgets: reading the %s backend failed", self.backend.name)
             return None
         self.history.append(snapshot)
-        self._latest = snapshot
+        self._latest, self._latest_mono = snapshot, m
         self.ticks += 1
         for callback in self._subscribers:
             try:
@@ -211,6 +239,19 @@ class Sampler:
                 if self.subscriber_errors <= 3:  # say it, but do not flood the log every second
                     log.exception("gpu-widgets: a sampler subscriber raised; it stays subscribed")
         return snapshot
+
+
+    def _fresh_slow(self, now: float) -> tuple[dict[int, dict[str, Any]], str]:
+        """The slow parts for this tick, and the reason for slow fields that have none. A slow
+        read stuck for 3 slow intervals makes them null with the call it waits on, rather
+        than an old process list or "not read yet" for ever."""
+        done = self._slow_mono
+        since = done if done is not None else self._started_mono
+        if since is None or self._stop.is_set() or now - since <= stale_after_s(self._slow_interval, done is None):
+            return self._slow, PENDING
+        why = waiting_on(self._slow_thread) or "the slow read failed (see the log)"
+        head = "not read yet" if done is None else f"not read for {now - done:.0f} s"
+        return {}, f"{head}: {why}"
 
 
 _shared: Sampler | None = None

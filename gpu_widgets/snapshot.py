@@ -18,8 +18,11 @@ def compose(
     slow: dict[int, dict[str, Any]],
     uuids: list[str | None] | None = None,
     mig_uuids: list[list[str] | None] | None = None,
+    pending: str = PENDING,
 ) -> dict[str, Any]:
     """Merge a fast read with the latest slow read of each device into one snapshot.
+
+    A device without a slow part has its slow fields null with ``pending`` as the reason.
 
     The fast read's dicts become the snapshot's devices (they are fresh from ``read_fast``;
     copying them again cost a tenth of a tick). The slow parts are shared, so only read.
@@ -33,7 +36,7 @@ def compose(
             if part is None:
                 for f in SLOW_FIELDS:
                     dev[f] = None
-                    unavailable[f] = PENDING
+                    unavailable[f] = pending
             else:
                 for f in SLOW_FIELDS:
                     dev[f] = part.get(f)

@@ -89,6 +89,7 @@ class LabServer:
         settings: Mapping[str, Mapping[str, Any]] | None = None,
         startup_timeout_s: float = 90,
         app: str = "lab",
+        command_prefix: Sequence[str] = (),
     ) -> None:
         if app not in ("lab", "notebook"):
             raise ValueError(f"app must be 'lab' (JupyterLab) or 'notebook' (Notebook 7), got {app!r}")
@@ -105,6 +106,9 @@ class LabServer:
         self.extra_args = list(args)
         self.settings = {**QUIET_SETTINGS, **(settings or {})}
         self.startup_timeout_s = startup_timeout_s
+        # Run under another command, e.g. ``unshare --user --map-user=4242``; one that execs the rest
+        # keeps proc.pid the server's own pid.
+        self.command_prefix = list(command_prefix)
         self.proc: subprocess.Popen[bytes] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -112,6 +116,7 @@ class LabServer:
         self.root.mkdir(parents=True, exist_ok=True)
         write_user_settings(self.settings_dir, self.settings)
         cmd = [
+            *self.command_prefix,
             str(BIN / "jupyter"),
             self.app,
             "--no-browser",

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("sampler", "server", "training", "payload", "memory")
+SECTIONS = ("sampler", "server", "training", "payload", "memory", "history")
 
 
 def run_smoke(tmp_path: Path, *args: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess, dict]:
@@ -44,6 +44,9 @@ def test_smoke_run_covers_every_section_and_writes_json(tmp_path: Path) -> None:
     assert stage["requests"] > 0 and stage["errors"] == 0
     assert stage["nvml_calls_per_s"]["total"] > 0 and stage["loop_lag_ms"]["n"] > 0
     assert results["machine"]["cpu"] and results["versions"]["project venv"]["gpu-widgets"]
+    history = results["sections"]["history"]["stages"]
+    assert [s["heavy_clients"] for s in history] == [0, 1] and not any(s["errors"] for s in history)
+    assert history[-1]["heavy_bytes_max"] and history[-1]["status_ms"]["n"] > 0
     # and the skipped contenders are named with the reason
     assert "skipped nvitop: peers disabled (--no-peers)" in proc.stdout
     assert "## Targets" in proc.stdout

@@ -196,3 +196,39 @@ def test_cli_does_not_import_the_widget_or_plotting_stack():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_hung_nvml_call_is_reported_stale_not_waited_for(fake_driver):
+    hang = {"nvmlDeviceGetPowerUsage": 3_600_000}  # returns only when the config lets it
+    fake_driver.write({"gpus": [H200, {**SECOND, "delay_ms": hang}]})
+    t = time.monotonic()
+    out = run_cli("snapshot", "--backend", "nvml", env=fake_driver.env())
+    assert out.returncode == 0, out.stderr
+    assert time.monotonic() - t < 30  # 5 s for a first snapshot, a wide margin
+    assert "STALE: no sample yet: nvmlDeviceGetPowerUsage on GPU 1 has not returned" in out.stdout
+
+    # --watch: fresh, then stale over the last sample while the call hangs, then fresh again
+    fake_driver.write({"gpus": [H200, SECOND]})
+    proc = subprocess.Popen([sys.executable, "-m", "gpu_widgets.cli", "snapshot", "--json", "--watch", "0.2",
+                             "--backend", "nvml"], stdout=subprocess.PIPE, text=True, env=fake_driver.env())
+    try:
+        def next_where(predicate):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                snap = json.loads(proc.stdout.readline())
+                if predicate(snap):
+                    return snap
+            raise AssertionError("timed out")
+
+        first = next_where(lambda s: True)
+        assert first["status"] == "ok" and first["sample_age_s"] < 30
+        fake_driver.write({"gpus": [H200, {**SECOND, "delay_ms": hang}]})
+        stale = next_where(lambda s: s["status"] == "stale")
+        assert stale["reason"] == "nvmlDeviceGetPowerUsage on GPU 1 has not returned"
+        assert stale["sample_age_s"] > 2 and len(stale["devices"]) == 2  # the last sample
+        fake_driver.write({"gpus": [H200, {**SECOND, "util_gpu": 55}]})
+        back = next_where(lambda s: s["status"] == "ok" and s["devices"][1]["utilization_gpu_percent"] == 55)
+        assert back["reason"] is None
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0

@@ -10,7 +10,14 @@ import pytest
 from gpu_widgets import GpuDashboard
 from gpu_widgets.monitor import sampling
 
-from .widget_helpers import marks, no_gpu_sampler, shared_simulated, simulated_sampler  # noqa: F401
+from .widget_helpers import (  # noqa: F401
+    HangingBackend,
+    marks,
+    no_gpu_sampler,
+    shared_simulated,
+    simulated_sampler,
+    wait_until,
+)
 
 
 def dashboard_threads() -> list[threading.Thread]:
@@ -85,3 +92,24 @@ def test_live_updates_and_threads_that_end(shared_simulated):
     while dashboard_threads() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not dashboard_threads() and sampling.holders() == 0
+
+
+def test_a_stuck_sampler_is_shown_as_stale_with_the_call_it_waits_on():
+    from gpu_widgets.sampler import Sampler
+
+    backend = HangingBackend({})
+    backend.hang.set()  # the very first read hangs: no sample at all
+    sampler = Sampler(backend, interval_s=0.1).start()
+    dash = GpuDashboard(sampler=sampler, display=False, refresh_s=0.25)
+    try:
+        assert "waiting for the first sample" in header(dash)
+        # no sample yet: stale after the 5 s start-up grace
+        text = wait_until(lambda: "STALE" in header(dash) and header(dash))
+        assert "GPU readings are stale: no sample yet: " in text and "HangingBackend.read_fast" in text
+        backend.hang.clear()
+        backend.release.set()
+        wait_until(lambda: "STALE" not in header(dash) and "GPU 0" in header(dash))
+    finally:
+        backend.release.set()
+        dash.stop()
+        sampler.stop()

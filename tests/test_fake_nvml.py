@@ -541,6 +541,35 @@ def test_delay_slows_only_that_call_and_does_not_block_others(lib_dir, cfg):
     assert other < 0.4
 
 
+def test_a_per_gpu_delay_hangs_one_gpu_until_a_rewrite_lets_it_return(lib_dir, cfg):
+    hang = {"gpus": [{}, {"delay_ms": {"nvmlDeviceGetPowerUsage": 3_600_000}}]}
+    write_config(cfg, hang)
+    assert "gpu.1.delay_ms.nvmlDeviceGetPowerUsage = 3600000" in render_config(hang)
+    body = f"""
+        import os
+        n.nvmlInit()
+        h0, h1 = n.nvmlDeviceGetHandleByIndex(0), n.nvmlDeviceGetHandleByIndex(1)
+        t = time.perf_counter()
+        n.nvmlDeviceGetPowerUsage(h0)
+        gpu0 = time.perf_counter() - t
+        hung = threading.Thread(target=n.nvmlDeviceGetPowerUsage, args=(h1,))
+        hung.start()
+        hung.join(0.5)
+        still_hung = hung.is_alive()
+        tmp = os.environ["FAKE_NVML_CONFIG"] + ".new"
+        with open(tmp, "w") as f:
+            f.write({render_config({"device_count": 2})!r})
+        os.replace(tmp, os.environ["FAKE_NVML_CONFIG"])
+        t = time.perf_counter()
+        hung.join(10)
+        emit([gpu0, still_hung, hung.is_alive(), time.perf_counter() - t])
+    """
+    gpu0, still_hung, alive_after, released_in = run_child(lib_dir, cfg, body)
+    assert gpu0 < 0.4  # the delay is GPU 1's only
+    assert still_hung and not alive_after
+    assert released_in < 5  # the rewrite ended the sleep, not the hour
+
+
 def test_call_counts(lib_dir, cfg):
     write_config(cfg, {"gpus": [{"error": {"nvmlDeviceGetFanSpeed": NVML_ERROR_NOT_SUPPORTED}}]})
     body = """
@@ -619,6 +648,34 @@ def test_hand_written_config_format(lib_dir, cfg):
     assert "gpu.0.temperature" in proc.stderr and "fake_nvml" in proc.stderr
     assert procs == [[11, 22, NO_MIG], [33, 44, 5]]
     assert graphics == []
+
+
+def test_string_values_can_be_raw_bytes(lib_dir, cfg):
+    # A name that is not UTF-8 reaches the caller byte for byte; a backslash survives the escaping.
+    write_config(cfg, {"gpus": [{"name": b"Tesla \xff\xfeT4", "uuid": "GPU-a\\b"}]})
+    with open(cfg, "a") as f:
+        f.write("gpu.0.uuid = GPU-\\x00\n")  # a NUL byte is refused: the line is ignored
+    body = """
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        buf = ctypes.create_string_buffer(96)
+        assert n._nvmlGetFunctionPointer("nvmlDeviceGetName")(h, buf, 96) == 0
+        emit([list(buf.value), n.nvmlDeviceGetUUID(h)])
+    """
+    proc = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
+        env=child_env(lib_dir, cfg),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    name, uuid = json.loads(proc.stdout)
+    assert bytes(name) == b"Tesla \xff\xfeT4"
+    assert uuid == "GPU-a\\b"
+    assert "gpu.0.uuid" in proc.stderr
+    with pytest.raises(ValueError, match="NUL"):
+        render_config({"gpus": [{"name": b"a\0b"}]})
 
 
 def test_render_config():

@@ -117,6 +117,76 @@ def test_slow_nvml_calls_do_not_slow_the_api(driver):
     assert worst < 0.25, f"slowest API answer {worst * 1000:.0f} ms while NVML calls take 300+ ms"
 
 
+HANG_MS = 3_600_000  # the fake's longest delay: the call returns only when the config lets it
+
+
+def wait_status(srv, predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not predicate(status := srv.api("status")):
+        assert time.monotonic() < deadline, f"timed out; last: {status}"
+        time.sleep(0.1)
+    return status
+
+
+def wait_until_ok(srv, route, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while (answer := srv.api(route))["status"] != "ok":
+        assert time.monotonic() < deadline, f"timed out; last: {answer}"
+        time.sleep(0.1)
+    return answer
+
+
+def test_a_hung_nvml_call_is_stale_naming_the_call_and_recovers_when_it_returns(driver):
+    wait_latest(driver, lambda d: d[1]["status"] == "ok")
+    write_config(driver.config, {"gpus": gpus(g1={"delay_ms": {"nvmlDeviceGetPowerUsage": HANG_MS}})})
+    # interval 0.2 s: stale after 2 s (3 intervals, at least 2 s); the margin is wide. (On a loaded machine a late tick can
+    # be stale for a moment inside another call: wait for the hung one.)
+    hung = "nvmlDeviceGetPowerUsage on GPU 1 has not returned"
+    status = wait_status(driver, lambda s: s["status"] == "stale" and s["reason"] == hung)
+    assert status["sample_age_s"] > 2
+    latest = driver.api("samples/latest")
+    assert latest["status"] == "stale" and latest["reason"] == status["reason"]
+    assert latest["sample_age_s"] >= status["sample_age_s"] and len(latest["devices"]) == 2  # the last sample
+    all_routes_answer_200(driver)
+    write_config(driver.config, {"gpus": BASE})  # the call returns
+    status = wait_status(driver, lambda s: s["status"] == "ok")
+    assert status["reason"] is None and status["sample_age_s"] < 10
+    latest = wait_until_ok(driver, "samples/latest")
+    assert latest["reason"] is None and latest["sample_age_s"] is not None
+
+
+def test_a_hung_process_list_says_so_instead_of_waiting_for_ever(driver):
+    wait_latest(driver, lambda d: d[0]["processes"] is not None)
+    hang = {"nvmlDeviceGetComputeRunningProcesses_v3": HANG_MS}
+    write_config(driver.config, {"gpus": gpus(g0={"util_gpu": 94, "delay_ms": hang})})
+    # slow interval 0.5 s: the slow fields turn null 2 s after the last slow read
+    snap = wait_latest(driver, lambda d: d[0]["processes"] is None and d[0]["utilization_gpu_percent"] == 94)
+    reason = snap["devices"][0]["unavailable"]["processes"]
+    assert "nvmlDeviceGetComputeRunningProcesses_v3 on GPU 0 has not returned" in reason and "not read for" in reason
+    wait_until_ok(driver, "status")  # the fast fields stay fresh while the slow read hangs
+    assert driver.api("samples/latest")["devices"][0]["processes"] is None
+    write_config(driver.config, {"gpus": BASE})
+    wait_latest(driver, lambda d: d[0]["processes"] is not None)
+
+
+def test_a_call_that_hangs_while_opening_is_reported_not_ok_without_devices(tmp_path):
+    config = tmp_path / "nvml.conf"
+    write_config(config, {"gpus": [{}, {"delay_ms": {"nvmlDeviceGetMemoryBusWidth": HANG_MS}}]})
+    env = {**fake_nvml_env(build_fake_nvml(), config), "GPU_WIDGETS_BACKEND": "nvml"}
+    with LabServer(tmp_path, env=env, args=("--GpuWidgets.interval_s=0.2",)) as srv:
+        # the spec cards are read before sampling starts; stale 5 s after the start at the latest
+        status = wait_status(srv, lambda s: s["status"] != "starting")
+        assert status["status"] == "stale", status
+        assert status["reason"] == "nvmlDeviceGetMemoryBusWidth on GPU 1 has not returned (opening the GPU backend)"
+        assert status["sample_age_s"] is None
+        latest = srv.api("samples/latest")
+        assert latest["status"] == "stale" and latest["devices"] == []
+        all_routes_answer_200(srv)
+        write_config(config, {"gpus": [{}, {}]})
+        wait_status(srv, lambda s: s["status"] == "ok" and s["device_count"] == 2)
+        wait_latest(srv, lambda d: len(d) == 2)
+
+
 def test_without_any_nvml_library_every_route_answers_200_with_the_reason(tmp_path):
     env = {"GPU_WIDGETS_BACKEND": "auto", "LD_LIBRARY_PATH": ""}
     with LabServer(tmp_path, env=env) as srv:

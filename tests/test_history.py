@@ -7,7 +7,7 @@ import random
 import pytest
 
 from gpu_widgets.downsample import bucket_bounds, downsample
-from gpu_widgets.history import History, capacity_for
+from gpu_widgets.history import READ_MARGIN_S, History, capacity_for
 
 
 def snap(t: float, util: float | None, lost: bool = False, reasons=("gpu_idle",)) -> dict:
@@ -19,12 +19,12 @@ def snap(t: float, util: float | None, lost: bool = False, reasons=("gpu_idle",)
 
 def test_capacity_bounds_the_history_however_long_it_runs():
     h = History(window_s=60, interval_s=1.0)
-    assert h.capacity == 61
+    assert h.capacity == 61 + READ_MARGIN_S  # the window, plus a margin for readers (below)
     h.append(snap(-1.0, 0.0))
     held = h.bytes_held
     for i in range(10_000):
         h.append(snap(float(i), i % 100))
-    assert len(h) == 61
+    assert len(h) == h.capacity
     assert h.bytes_held == held  # columns allocated once
     data = h.since(None)
     assert data["timestamps"][0] == 10_000 - 60 and data["timestamps"][-1] == 9999  # the last 60 s
@@ -123,3 +123,48 @@ def test_the_numpy_downsampler_gives_the_same_answer_as_the_list_one():
         assert got[0] == expected[0]
         for key in cols:
             assert got[1][key] == expected[1][key], (n, max_points, key)
+
+
+def two_gpus(t: float, rng: random.Random) -> dict:
+    return {"timestamp": t, "devices": [
+        {"index": i, "uuid": f"GPU-{i}", "name": "A", "status": "ok",
+         "utilization_gpu_percent": None if rng.random() < 0.1 else rng.random() * 100,
+         "throttle_reasons": rng.choice([[], ["gpu_idle"], ["sw_power_cap", "hw_slowdown"]])} for i in range(2)]}
+
+
+def test_a_big_read_copied_device_by_device_equals_the_list_downsampler_across_the_ring_wrap():
+    rng = random.Random(3)
+    h = History(window_s=100, interval_s=0.1)
+    for k in range(h.capacity + 437):  # the ring has wrapped: the window starts mid-array
+        h.append(two_gpus(k * 0.1, rng))
+    got = h.since(20.0, max_points=300)
+    ref_all = h.since(20.0)  # no max_points: plain lists, nothing downsampled
+    t = ref_all["timestamps"]
+    assert len(t) > 300 and got["timestamps"] == downsample(t, {}, 300)[0]
+    for dev, full in zip(got["devices"], ref_all["devices"]):
+        _, cols = downsample(t, {"u": full["utilization_gpu_percent"]}, 300)
+        assert dev["utilization_gpu_percent"] == cols["u"]
+        assert len(dev["throttle_reasons"]) == len(got["timestamps"])
+
+
+def test_a_reader_slower_than_the_margin_gets_nulls_never_newer_values():
+    rng = random.Random(5)
+    h = History(window_s=60, interval_s=0.1)
+    for k in range(h.capacity):
+        h.append(two_gpus(k * 0.1, rng))
+    expected = h.since(None)
+    n = len(expected["timestamps"])
+    assert n >= 256  # big enough to be copied device by device
+    assert h.capacity - n >= READ_MARGIN_S / 0.1  # the margin a slow reader has
+    times, devices = h.since_lazily(None, max_points=10_000)  # nothing to downsample: values as held
+    first = next(devices)  # GPU 0 is copied now
+    # then the sampler appends more than the ring holds beyond this answer before GPU 1 is copied
+    gone = 5
+    for k in range(h.capacity - n + gone):
+        h.append({"timestamp": 1e6 + k, "devices": [dict(d, utilization_gpu_percent=-1.0)
+                                                     for d in two_gpus(0, rng)["devices"]]})
+    second = next(devices)
+    assert times == expected["timestamps"] and first == expected["devices"][0]
+    util = second["utilization_gpu_percent"]
+    assert -1.0 not in util
+    assert util[:gone] == [None] * gone and util[gone:] == expected["devices"][1]["utilization_gpu_percent"][gone:]

@@ -11,7 +11,7 @@ from IPython.testing.globalipapp import get_ipython
 from gpu_widgets import sampler as sampler_module
 from gpu_widgets.monitor.magic import GpuWatchMagics
 
-from .widget_helpers import run_dir, shared_simulated, simulated_sampler  # noqa: F401
+from .widget_helpers import HangingBackend, run_dir, shared_simulated, simulated_sampler, wait_until  # noqa: F401
 
 ip = get_ipython()
 ip.run_line_magic("load_ext", "gpu_widgets")
@@ -86,6 +86,24 @@ def test_line_magic_without_a_front_end_prints_the_gpus(shared_simulated, capsys
     out = capsys.readouterr().out
     assert result.success and "SIMULATED GPUs" in out and "Simulated NVIDIA H100" in out
     assert GpuWatchMagics.dashboard is None
+
+
+def test_line_magic_without_a_front_end_says_when_the_sampler_is_stuck(monkeypatch, capsys):
+    backend = HangingBackend({"utilization_gpu_percent": 77})
+    stuck = sampler_module.Sampler(backend, interval_s=0.1).start()
+    monkeypatch.setattr(sampler_module, "_shared", stuck)
+    try:
+        wait_until(lambda: stuck.latest is not None)
+        backend.hang.set()
+        wait_until(lambda: stuck.staleness()[1])
+        result = run("%gpuwatch")
+        out = capsys.readouterr().out
+        assert result.success
+        assert "STALE: no new sample for" in out and "HangingBackend.read_fast" in out and "has not returned" in out
+        assert "77%" in out  # the last sample, said to be old
+    finally:
+        backend.release.set()
+        stuck.stop()
 
 
 def test_line_magic_in_a_kernel_shows_a_live_dashboard_and_stops(shared_simulated, monkeypatch, capsys):

@@ -20,12 +20,14 @@ from gpu_widgets.monitor.decimator import Decimator
 
 from .widget_helpers import (  # noqa: F401
     GIB,
+    HangingBackend,
     fixed_sampler,
     marks,
     monitor_threads,
     no_gpu_sampler,
     run_dir,
     simulated_sampler,
+    wait_until,
 )
 
 
@@ -659,3 +661,33 @@ def test_a_lost_gpu_and_a_missing_field_do_not_disturb_the_run():
     assert len(marks(mon._view.charts)["loss"].y) == 30
     mon.finish()
     assert mon.status == "finished"
+
+
+def test_a_stuck_sampler_shows_as_stale_in_the_header_and_clears_when_it_returns():
+    from gpu_widgets.sampler import Sampler
+
+    backend = HangingBackend({"utilization_gpu_percent": 61})
+    sampler = Sampler(backend, interval_s=0.1).start()  # stale after 2 s without a new sample
+    mon = make(run_log=False, sampler=sampler)
+    try:
+        wait_until(lambda: sampler.latest is not None)
+        mon.log(loss=1.0)
+        mon.refresh()
+        assert "STALE" not in header(mon) and "61% busy" in header(mon)
+        backend.hang.set()
+        wait_until(lambda: sampler.staleness()[1])
+        mon.log(loss=0.5)  # the loop goes on while the sampler is stuck
+        mon.refresh()
+        text = header(mon)
+        assert "STALE" in text and "GPU readings are stale: no new sample for" in text
+        assert "HangingBackend.read_fast" in text and "has not returned" in text
+        assert "61% busy" in text  # the last values stay, marked as old
+        backend.hang.clear()
+        backend.release.set()
+        wait_until(lambda: sampler.staleness()[1] is None)
+        mon.refresh()
+        assert "STALE" not in header(mon)
+    finally:
+        backend.release.set()
+        mon.finish()
+        sampler.stop()

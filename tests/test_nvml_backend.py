@@ -1,7 +1,6 @@
 """The NVML backend with pynvml faked at its functions: values, units and every error class."""
 from __future__ import annotations
 
-import getpass
 import os
 
 import psutil
@@ -63,7 +62,8 @@ def test_sample_values_are_converted_to_the_units_in_their_names():
     assert proc["pid"] == os.getpid()
     assert proc["used_memory_bytes"] == 3 * GIB
     assert proc["name"] == me.name()
-    assert proc["user"] == getpass.getuser()
+    assert proc["user"] == me.username()
+    assert proc["uid"] == os.getuid()
     assert proc["command"] == " ".join(me.cmdline())
 
 

@@ -208,3 +208,65 @@ def test_ticks_carry_the_latest_slow_read_and_fill_the_history():
 def test_slow_interval_is_bounded_for_process_freshness():
     with pytest.raises(ValueError, match="at most 5"):
         Sampler(SimulatedBackend(n_gpus=1), slow_interval_s=30)
+
+
+class HangingBackend(SlowReadBackend):
+    """Reads that hang (real time) until the test lets them return."""
+
+    def __init__(self) -> None:
+        super().__init__(FakeClock(), [])
+        self.hang_fast = threading.Event()
+        self.fast_returns = threading.Event()
+
+    def read_fast(self, t):
+        if self.hang_fast.is_set():
+            self.fast_returns.wait(30)
+        return super().read_fast(t)
+
+
+def wait_until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+    return value
+
+
+def test_a_hung_read_makes_the_sample_stale_naming_the_read_and_it_recovers():
+    backend = HangingBackend()
+    sampler = Sampler(backend, interval_s=0.1)  # real clock: stale after 2 s (3 intervals, at least 2 s)
+    sampler.start()
+    try:
+        wait_until(lambda: sampler.latest is not None)
+        age, why = sampler.staleness()
+        assert why is None and age is not None and age < 5
+        backend.hang_fast.set()
+        why = wait_until(lambda: sampler.staleness()[1])
+        assert "HangingBackend.read_fast" in why and why.endswith("has not returned")
+        assert sampler.staleness()[0] > 2
+        backend.hang_fast.clear()
+        backend.fast_returns.set()
+        wait_until(lambda: sampler.staleness()[1] is None)
+    finally:
+        backend.fast_returns.set()
+        sampler.stop()
+    assert sampler.staleness()[1] is None  # a stopped sampler is not stale
+
+
+def test_a_hung_slow_read_nulls_the_slow_fields_with_the_read_named():
+    release = threading.Event()
+    backend = SlowReadBackend(FakeClock(), [], slow_block=release)
+    sampler = Sampler(backend, interval_s=0.1, slow_interval_s=0.1)
+    sampler.start()
+    try:
+        # Before the first slow read the fields wait 5 s (start-up grace), then say why.
+        reason = wait_until(lambda: sampler.latest and sampler.latest["devices"][0]["unavailable"].get("processes")
+                            and "not read yet:" in sampler.latest["devices"][0]["unavailable"]["processes"]
+                            and sampler.latest["devices"][0]["unavailable"]["processes"])
+        assert "SlowReadBackend.read_slow" in reason and sampler.latest["devices"][0]["processes"] is None
+        assert sampler.staleness()[1] is None  # the fast fields are fresh
+        release.set()
+        wait_until(lambda: sampler.latest["devices"][0]["processes"] == [])
+    finally:
+        release.set()
+        sampler.stop()

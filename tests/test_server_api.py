@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import asyncio
-import getpass
 import json
 import os
 import time
 
+import psutil
 import pytest
 from tornado.httpclient import HTTPClientError
 
@@ -92,7 +92,7 @@ async def test_processes_of_other_users_are_hidden(jp_fetch):
     theirs = [p for p in procs if p["user"] is None]
     assert mine and theirs, body  # the simulated GPU 1 hosts a job of "simulated-colleague"
     for p in mine:
-        assert p["user"] == getpass.getuser() and p["command"] and p["name"]
+        assert p["uid"] == os.getuid() and p["user"] == psutil.Process().username() and p["command"] and p["name"]
     for p in theirs:
         assert p["name"] is None and p["command"] is None and p["used_memory_bytes"] > 0
         assert "another user" in p["unavailable"]["command"]
@@ -326,21 +326,22 @@ def test_tabs_opening_at_once_share_one_whole_window_answer():
         service.sampler.tick()
     n = len(service.sampler.history)
     made = []
-    history = service.history
-    service.history = lambda since, max_points: made.append((since, max_points)) or history(since, max_points)
+    answers = service.samples
+    history = answers.history
+    answers.history = lambda since, max_points: made.append((since, max_points)) or history(since, max_points)
 
     with ThreadPoolExecutor(8) as pool:  # 16 tabs opening at the same moment
-        bodies = list(pool.map(lambda _: service.samples_json(None, 100), range(16)))
+        bodies = list(pool.map(lambda _: answers.json(None, 100), range(16)))
     assert len(set(bodies)) == 1 and len(made) == 1
     body = json.loads(bodies[0])
     assert "server_time" not in body and len(body["timestamps"]) == n and "unavailable" in body["devices"][0]
-    assert service.samples_json(0.0, 100) == bodies[0] and len(made) == 1  # since before the oldest sample
-    assert json.loads(service.samples_json(None, 10))["timestamps"] != body["timestamps"] and len(made) == 2
+    assert answers.json(0.0, 100) == bodies[0] and len(made) == 1  # since before the oldest sample
+    assert json.loads(answers.json(None, 10))["timestamps"] != body["timestamps"] and len(made) == 2
 
     service.sampler.tick()  # a new sample: the next whole-window answer is made afresh
-    assert len(json.loads(service.samples_json(None, 100))["timestamps"]) == n + 1 and len(made) == 3
+    assert len(json.loads(answers.json(None, 100))["timestamps"]) == n + 1 and len(made) == 3
     # An increment (since inside the window) is never cached.
     since = body["timestamps"][-3]
     for _ in range(2):
-        assert len(json.loads(service.samples_json(since, 100))["timestamps"]) == 3
+        assert len(json.loads(answers.json(since, 100))["timestamps"]) == 3
     assert len(made) == 5

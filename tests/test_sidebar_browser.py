@@ -458,6 +458,35 @@ def test_a_fake_driver_dictates_exactly_what_the_sidebar_shows(browser: Any, tmp
         lab.request_json("DELETE", f"api/sessions/{session['id']}")
 
 
+def test_a_hung_nvml_call_shows_a_stale_banner_naming_it_until_it_returns(browser: Any, tmp_path: Path) -> None:
+    try:
+        lib_dir = build_fake_nvml()
+    except FakeNvmlBuildError as exc:
+        pytest.skip(str(exc))
+    config = tmp_path / "fake-nvml.conf"
+    write_config(config, dictated())
+    env = {"GPU_WIDGETS_BACKEND": "nvml", "LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_CONFIG": str(config)}
+    with LabServer(tmp_path / "lab", env=env, args=["--GpuWidgets.interval_s=0.5"]) as lab:
+        with new_page(browser, lab) as page:
+            page.open_panel_from_icon()
+            expect(page.cards()).to_have_count(2, timeout=30_000)
+            hung = dictated()
+            hung["gpus"][1]["delay_ms"] = {"nvmlDeviceGetPowerUsage": 3_600_000}  # until rewritten
+            write_config(config, hung)
+            banner = page.panel.get_by_role("status", name=re.compile(r"^Stale: no new sample for \d+ s$"))
+            expect(banner).to_be_visible(timeout=30_000)
+            expect(banner).to_contain_text("nvmlDeviceGetPowerUsage on GPU 1 has not returned")
+            # The last values stay on the cards, under the banner.
+            expect(page.card(0).get_by_role("meter", name="Utilization", exact=True)).to_have_attribute(
+                "aria-valuetext", "97 %")
+            expect(page.status_item()).to_contain_text("GPU stale")
+            page.screenshot("sidebar-stale")
+            write_config(config, dictated())  # the call returns
+            expect(page.panel.get_by_role("status", name=re.compile(r"^Stale"))).to_have_count(0, timeout=30_000)
+            expect(page.status_item()).not_to_contain_text("stale")
+            assert not page.errors(), page.errors()
+
+
 # -- empty and error states -------------------------------------------------------------------
 
 def test_without_a_driver_the_panel_says_no_gpu_with_nvmls_reason(browser: Any, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -108,3 +109,24 @@ class FixedBackend(Backend):
 
 def fixed_sampler(*devices: dict) -> Sampler:
     return Sampler(FixedBackend(*devices))
+
+
+class HangingBackend(FixedBackend):
+    """A FixedBackend whose reads hang while ``hang`` is set, until ``release`` is set."""
+
+    def __init__(self, *devices: dict) -> None:
+        super().__init__(*devices)
+        self.hang, self.release = threading.Event(), threading.Event()
+
+    def read_fast(self, t: float) -> list[dict]:
+        if self.hang.is_set():
+            self.release.wait(30)
+        return super().read_fast(t)
+
+
+def wait_until(predicate: Any, timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+    return value

@@ -8,12 +8,15 @@ they are read.
 """
 from __future__ import annotations
 
-import getpass
+import functools
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import psutil
 
 from ..fields import FAST_FIELDS, SLOW_FIELDS
 from .base import OK, Backend, DeviceDict, lost_device
@@ -28,6 +31,7 @@ PREROLL_S = 60.0
 TEMP_TAU_S = 30.0
 # A PID above Linux's largest pid_max (2**22) cannot collide with a real process.
 PID_BASE = 4_200_000
+COLLEAGUE_UID = 4_200_000  # far above the ids distributions hand out
 
 # An H100 SXM: its fan is not reported by NVML (passively cooled), as on the real board.
 SPEC: dict[str, Any] = {
@@ -48,11 +52,19 @@ SPEC: dict[str, Any] = {
 NATIVE_UNSUPPORTED = {"fan_percent": "not supported on this GPU (passively cooled)"}
 
 
+@functools.lru_cache(maxsize=1)
 def _current_user() -> str:
+    """This process's user as a real process of it would show: the passwd name of the real uid, or
+    the uid as text where it has none (never ``$USER``, which anyone can set)."""
     try:
-        return getpass.getuser()
-    except Exception:  # no passwd entry (some containers)
-        return "simulated"
+        return psutil.Process().username()
+    except psutil.Error:
+        return str(os.getuid())
+
+
+def _colleague_uid() -> int:
+    """A uid that is not ours, for the simulated other user's job."""
+    return COLLEAGUE_UID if os.getuid() != COLLEAGUE_UID else COLLEAGUE_UID + 1
 
 
 def _noise(seed: int, gpu: int, step: int, salt: int) -> float:
@@ -239,6 +251,7 @@ class SimulatedBackend(Backend):
                 "pid": PID_BASE + 2 * gpu,
                 "used_memory_bytes": used - (2 * GIB if gpu % 2 else 0),
                 "name": "python",
+                "uid": os.getuid(),
                 "user": _current_user(),
                 "command": f"python train.py --device cuda:{gpu}  (simulated process)",
                 "unavailable": {},
@@ -250,6 +263,7 @@ class SimulatedBackend(Backend):
                     "pid": PID_BASE + 2 * gpu + 1,
                     "used_memory_bytes": 2 * GIB,
                     "name": "python",
+                    "uid": _colleague_uid(),
                     "user": "simulated-colleague",
                     "command": "python eval.py  (simulated process of another user)",
                     "unavailable": {},

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from typing import Any, Callable
 
@@ -15,6 +16,7 @@ class Resources:
 
     def __init__(self) -> None:
         self.stop = threading.Event()
+        self.wake = threading.Event()  # a tick now: log() waits for the run log's writer
         self.thread: threading.Thread | None = None
         self.unsubscribe: Callable[[], None] | None = None
         self.leased: Sampler | None = None
@@ -22,6 +24,7 @@ class Resources:
 
     def release(self, join: bool = True) -> None:
         self.stop.set()
+        self.wake.set()
         if join and self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join(timeout=5.0)
         self.thread = None
@@ -40,9 +43,19 @@ class Resources:
             self.run_log.close()
 
 
-def timer_loop(ref: "weakref.ref[Any]", stop: threading.Event, period: float) -> None:
-    # Holds the monitor only weakly: a monitor nobody references ends its thread.
-    while not stop.wait(period):
+def timer_loop(ref: "weakref.ref[Any]", stop: threading.Event, wake: threading.Event, period: float) -> None:
+    # Holds the monitor only weakly: a monitor nobody references ends its thread. Ticks keep to
+    # their schedule (a slow redraw does not delay the next write, which log() may be waiting
+    # for); ``wake`` adds a tick now.
+    due = time.monotonic() + period
+    while True:
+        wake.wait(max(0.0, due - time.monotonic()))
+        wake.clear()
+        if stop.is_set():
+            return
+        now = time.monotonic()
+        if now >= due:
+            due = max(due + period, now)
         monitor = ref()
         if monitor is None:
             return

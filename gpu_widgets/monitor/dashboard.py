@@ -14,6 +14,7 @@ import weakref
 from typing import Any, Callable
 
 from ..sampler import Sampler
+from ..stall import STALE
 from . import sampling
 from .cell_hooks import in_kernel
 from .header import render_dashboard
@@ -179,6 +180,10 @@ class GpuDashboard:
                 for name, *_ in CHARTS:
                     ys = [float("nan") if v is None else v for v in _series(dev, name)]
                     lines.append((name, f"GPU {dev['index']}", color(dev["index"]), "solid", xs, ys))
+        if self.running and sampler is not None:
+            status, reason = sampling.freshness(sampler, None, None)
+            if status == STALE:  # stuck: say so, over the last sample (or none)
+                snap = {**(snap or {"backend": sampler.backend.name, "devices": []}), "status": status, "reason": reason}
         html = render_dashboard(snap, shown, self.window_s, self.running, self._config_error, missing)
         if self.errors:
             html += f'<div style="color:#c62828">dashboard problem: {escape(self.errors[-1])}</div>'

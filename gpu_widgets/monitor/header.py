@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from ..stall import STALE
 from ..throttle import LABELS, SLOWDOWNS
 from . import units
 from .advice import Advice
@@ -46,6 +47,13 @@ def backend_line(backend: str | None, status: str | None, reason: str | None, co
     """(badge html, line html) describing where GPU readings come from."""
     if config_error:
         return "", f'<div style="{WARN}">GPU monitoring off: {escape(config_error)}</div>'
+    if status == STALE:
+        # ``reason`` is stall.stale_text: the sample's age and the call the sampler waits on.
+        sim_badge, sim_line = backend_line(backend, None, None, None)
+        return sim_badge + badge("STALE", STATUS_COLORS["interrupted"]), sim_line + (
+            f'<div style="{WARN}">GPU readings are stale: {escape(reason or "no new sample")}.'
+            " The GPU values shown are from before then.</div>"
+        )
     if backend == "simulated":
         return badge("SIMULATED GPUs", "#6a1b9a"), (
             '<div style="color:#6a1b9a;font-weight:600">SIMULATED GPUs: these are not real devices '

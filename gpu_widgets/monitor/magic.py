@@ -24,6 +24,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ..sampler import MIN_INTERVAL_S, get_sampler
+from ..stall import STALE
 from . import sampling
 from .cell_summary import summarize
 from .dashboard import MAX_WINDOW_S, GpuDashboard
@@ -147,10 +148,17 @@ class GpuWatchMagics(Magics):
                 from .dashboard import wait_for_sample
 
                 wait_for_sample(sampler)
-                if sampler.latest is not None:
+                snap = sampler.latest
+                age, why = sampler.staleness()
+                if why is not None:  # a driver call hangs: the last sample (if any), marked stale
+                    snap = {**(snap or {"backend": sampler.backend.name, "devices": []}),
+                            "status": STALE, "reason": why, "sample_age_s": age}
+                if snap is None:
+                    print("gpuwatch: no GPU sample yet (the sampler has not finished its first read)")
+                else:
                     from .. import __version__
 
-                    print(render_snapshot(sampler.latest, __version__))
+                    print(render_snapshot(snap, __version__))
                 return
             GpuWatchMagics.dashboard = GpuDashboard(window_s=args.window, gpus=args.gpus, display=True)
         finally:

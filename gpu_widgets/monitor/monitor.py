@@ -1,7 +1,8 @@
 """TrainingMonitor: log metrics from a training loop; see them live beside the GPUs the loop uses.
 
-The loop thread only appends to columns (``log()``). A timer thread (at most ``redraw_hz``, 4 Hz)
-does everything else: reads logged tensors, folds in GPU samples, writes the run log, redraws.
+The loop thread only appends to columns (``log()``, under a lock: any thread may log). A timer
+thread does everything else: reads logged tensors, folds in GPU samples, writes the run log
+(every 0.25 s), redraws (at most ``redraw_hz``, 4 Hz).
 Problems of the monitor are caught, recorded and shown in the widget; they never reach the loop.
 The loop's own exceptions are never caught: ``with monitor:`` and the cell hooks only look at them
 to show "failed" or "interrupted".
@@ -80,6 +81,15 @@ DEFAULT_GPU_WINDOW_S = 3600.0
 MIN_GPU_DROP = 256
 METRIC_WEIGHT = 4  # a metric line gets this many times a GPU line's share of max_points
 MIN_LINE_POINTS = 16  # a line's share never goes below this, however many lines there are
+# The run log's writer runs every WRITE_TICK_S (or flush_s if shorter). A loop that logs faster
+# than rows can be written waits in log() once the oldest unwritten row is a pass + WRITE_SLACK_S
+# old, so a killed kernel still loses under a second; a writer that keeps log() waiting
+# WAIT_LIMIT_S (a hung disk) is not waited for again.
+WRITE_TICK_S = 0.25
+WRITE_SLACK_S = 0.1
+WAIT_LIMIT_S = 5.0
+# Rows per write (about 0.1 s of serialising): each chunk reaches the OS as soon as it is built.
+CHUNK_VALUES = 100_000
 
 
 class TrainingMonitor:
@@ -146,6 +156,8 @@ class TrainingMonitor:
         self.max_points = max_points
         self._period = 1.0 / number_in("redraw_hz", redraw_hz, 0.0, MAX_REDRAW_HZ)
         self._flush_s = number_in("flush_s", flush_s, 0.0, 5.0)
+        self._write_s = min(WRITE_TICK_S, self._flush_s)
+        self._write_lag = self._write_s + WRITE_SLACK_S
         self._gpu_window_s = None if gpu_window_s is None else number_in("gpu_window_s", gpu_window_s, 0.0, math.inf)
         if sampler is not None and not isinstance(sampler, Sampler):
             raise TypeError(f"sampler must be a gpu_widgets.sampler.Sampler, got {type(sampler).__name__}")
@@ -188,6 +200,14 @@ class TrainingMonitor:
         self._display_handle: Any = None
         self._png_cache: tuple[Any, bytes | None] = (None, None)
         self._tick_lock = threading.Lock()
+        # log() from several threads: whole rows, one at a time. Re-entrant, so that a signal
+        # handler that logs while log() runs on its thread queues its row instead of deadlocking.
+        self._log_lock = threading.RLock()
+        self._logging = False  # log() is running on the thread that holds _log_lock
+        self._reentered: list[tuple[Any, dict[str, Any]]] = []
+        self._write_due = math.inf  # log() waits for the run log's writer from this time.time() on
+        self._written = threading.Event()  # set after each pass of the writer
+        self._writer_stuck = False  # it once kept log() waiting WAIT_LIMIT_S: never waited for again
         self._res = Resources()
         weakref.finalize(self, self._res.abandon)
 
@@ -212,16 +232,71 @@ class TrainingMonitor:
         int, float, bool, NumPy scalars, or one-element tensors (a tensor on a GPU is read on the
         monitor's thread, so the loop does not wait for the GPU). NaN and inf are kept and
         flagged. To add values to the current step later, pass ``step=monitor.step``.
+
+        Any thread may call it: each call is one whole row. A loop that logs faster than the run
+        log can be written (nothing but ``log()`` in it) waits here while the writer catches up.
         """
-        if self._state is not RUNNING:
-            self._before_log()
-        if step is None:
-            step = self._records.next_step
-        elif type(step) is not int or step < 0:
-            step, values = checked_step(step, values)
-            if step < 0:
-                step = self._records.next_step
-        self._records.append(step, _now(), values)
+        with self._log_lock:  # Records takes one appender at a time
+            if self._logging:  # a signal handler interrupted log() on this thread: its row comes next
+                self._reentered.append((step, values))
+                return
+            try:
+                self._logging = True
+                if self._state is not RUNNING:
+                    self._before_log()
+                if step is None:
+                    step = self._records.next_step
+                elif type(step) is not int or step < 0:
+                    step, values = checked_step(step, values)
+                    if step < 0:
+                        step = self._records.next_step
+                t = _now()
+                if t >= self._write_due:
+                    t = self._wait_for_writer()
+                self._records.append(step, t, values)
+            finally:
+                self._logging = False
+                if self._reentered:
+                    self._log_reentered()
+
+    def _log_reentered(self) -> None:
+        """The rows of log() calls made by signal handlers while log() ran on their thread. Their
+        errors cannot reach the handler (it has returned): they are the monitor's problems."""
+        while self._reentered:
+            step, values = self._reentered.pop(0)
+            try:
+                self.log(step, **values)
+            except Exception as exc:
+                self._problem(f"log() in a signal handler: {type(exc).__name__}: {exc}")
+
+    def _start(self) -> None:
+        with self._log_lock:
+            if self._state is not RUNNING:
+                self._before_log()
+
+    def _wait_for_writer(self) -> float:
+        """The run log's writer is behind: the loop logs faster than rows can be written. Wait
+        (the GIL released) while the writer catches up, so that rows on disk stay at most about
+        a second old. A writer stuck longer than WAIT_LIMIT_S (a hung disk) is waited for no more."""
+        res = self._res
+        give_up = time.monotonic() + WAIT_LIMIT_S
+        while True:
+            now = _now()
+            if now < self._write_due:
+                return now
+            thread = res.thread
+            if thread is None or not thread.is_alive():
+                return now  # the run is stopping: its last pass writes everything
+            if time.monotonic() > give_up:
+                break
+            self._written.clear()
+            res.wake.set()
+            self._written.wait(0.05)  # re-checked: a pass that was under way may not have caught up
+        self._writer_stuck = True
+        self._write_due = math.inf
+        self._problem(f"the run log fell more than {WAIT_LIMIT_S:g} s behind; log() no longer waits for it, "
+                      "so a killed kernel may lose more than the last second of rows")
+        return _now()
 
     def _before_log(self) -> None:
         if self._readonly:
@@ -234,8 +309,7 @@ class TrainingMonitor:
         self._activate()
 
     def __enter__(self) -> "TrainingMonitor":
-        if self._state != RUNNING:
-            self._before_log()
+        self._start()
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
@@ -283,7 +357,7 @@ class TrainingMonitor:
             self._epoch = epoch
             for batch in iterable:
                 if self._state is not RUNNING:
-                    self._before_log()
+                    self._start()
                 self._note_batch(batch)
                 mark = self._records.size
                 yield batch
@@ -365,9 +439,14 @@ class TrainingMonitor:
         except Exception as exc:
             self._problem(f"run log: {type(exc).__name__}: {exc}")
         res = self._res
-        res.stop = threading.Event()
+        res.stop, res.wake = threading.Event(), threading.Event()
+        # The first pass at once, and the first rows bound too: a loop that spins from its first
+        # step starves this thread of the GIL, and opening the run directory alone is slow then.
+        res.wake.set()
+        waits = res.run_log is not None and not self._writer_stuck
+        self._write_due = _now() + self._write_lag if waits else math.inf
         res.thread = threading.Thread(
-            target=timer_loop, args=(weakref.ref(self), res.stop, min(self._period, self._flush_s)),
+            target=timer_loop, args=(weakref.ref(self), res.stop, res.wake, self._write_s),
             name="gpu-widgets-monitor", daemon=True,
         )
         res.thread.start()
@@ -401,7 +480,7 @@ class TrainingMonitor:
                 "batch_size": self.batch_size, "total_steps": self.total_steps,
                 "pid": os.getpid(), "host": _hostname(), "gpu_widgets_version": _version(),
             },
-            self._run_max_bytes, self._flush_s,
+            self._run_max_bytes,
         )  # the directory is made on the monitor's thread: no I/O in the loop
 
     def _stop(self, status: str, error: BaseException | None = None) -> None:
@@ -469,6 +548,12 @@ class TrainingMonitor:
                 self._problem(message)
             self._guard("reading GPU samples", self._drain_samples)
             self._write_run_log(n, final, stopping)
+            while self._write_due <= _now() and self._records.size > n:
+                # log() waits for this writer (it fell behind): catch up before drawing.
+                n = self._records.size
+                for message in self._records.resolve_deferred():
+                    self._problem(message)
+                self._write_run_log(n, final, stopping)
             now = time.monotonic()
             if final or now >= self._draw_due:
                 began, lines_before = time.thread_time(), self._view.line_count
@@ -516,13 +601,17 @@ class TrainingMonitor:
                 if not (self._state == RUNNING or stopping):
                     return  # closed when the run stopped; only a resumed run reopens it
                 rl.reopen(status=RUNNING)
-            if n > self._written_rows:
-                rl.write_steps(self._records.jsonl(self._written_rows, n))
-                self._written_rows = n
+            chunk = max(100, CHUNK_VALUES // (2 + len(self._records.series)))
+            while self._written_rows < n:
+                end = min(n, self._written_rows + chunk)
+                rl.write_steps(self._records.jsonl(self._written_rows, end))
+                self._written_rows = end
+                rl.flush()
             if self._gpu_unwritten:
                 rows, self._gpu_unwritten = self._gpu_unwritten, []
                 rl.write_gpu(rows)
-            rl.flush(force=final)
+            rl.flush()
+            self._caught_up(n)
             if self._gpu_window_s is not None and rl.gpu_lines_flushed:
                 trace = self._trace
                 trace.spill_path = rl.path / GPU_FILE
@@ -530,7 +619,18 @@ class TrainingMonitor:
         except Exception as exc:
             self._res.run_log = None
             self._gpu_unwritten = []
+            self._write_due = math.inf
+            self._written.set()
             self._problem(f"run log stopped ({type(exc).__name__}: {exc}); the data stay in memory: monitor.save(path) writes them")
+
+    def _caught_up(self, n: int) -> None:
+        """Rows before ``n`` are on disk: log() may run on until the oldest row after them is two
+        passes old (a row logged later than now is younger than now)."""
+        now = _now()
+        records = self._records
+        if not self._writer_stuck:
+            self._write_due = (records.times[n] if records.size > n else now) + self._write_lag
+        self._written.set()
 
     def _shares(self, devices: list[Any]) -> tuple[int, int]:
         """Points per metric line and per GPU line: ``max_points`` split over all the lines drawn,
@@ -620,13 +720,15 @@ class TrainingMonitor:
         steps_per_s = self._records.rate(window)
         energies = [d.energy_j for d in devices if d.energy_j is not None]
         devices_seen = self._records.tensor_devices
+        backend_status, backend_reason = sampling.freshness(
+            self._sampler_arg or self._res.leased if self._state == RUNNING else None, self._trace.status, self._trace.reason)
         return render_monitor(MonitorText(
             title=self.title, status=status, status_detail=detail, step=self.step, rows=self._records.size,
             total_steps=self.total_steps, epoch=self._epoch_text(latest), elapsed_s=elapsed,
             steps_per_s=steps_per_s, samples_per_s=self._samples_rate(window, steps_per_s),
             energy_j=sum(energies) if energies else None,
             latest=latest, nonfinite=nonfinite, backend=self._trace.backend,
-            backend_status=self._trace.status, backend_reason=self._trace.reason, config_error=self._config_error,
+            backend_status=backend_status, backend_reason=backend_reason, config_error=self._config_error,
             devices=devices, torch=self._torch, errors=self._errors,
             advice=advice_for_run(
                 devices, self.batch_size or self._batch_seen,
@@ -756,7 +858,9 @@ class TrainingMonitor:
     @classmethod
     def load(cls, path: str | os.PathLike, *, display: bool = False) -> "TrainingMonitor":
         """Show a finished run again, read-only: a run-log directory, its steps.jsonl, or a file
-        written by :meth:`save` (its GPU samples are read from beside it)."""
+        written by :meth:`save` (its GPU samples are read from beside it). A damaged file raises
+        :class:`gpu_widgets.RunFileError` naming the file and line; a torn last line is skipped
+        with a ``RuntimeWarning``."""
         run = read_run(path)
         mon = cls(run.title, batch_size=run.meta.get("batch_size"), total_steps=run.meta.get("total_steps"),
                   run_log=False, display=False)

@@ -4,7 +4,9 @@ the monitor's thread without a lock.
 A row is one ``log()`` call: its step and wall time. Each key is a sparse column (the rows it
 was logged at, and its values), so a key logged every 100 steps holds 1 % as many values, and a
 key that appears mid-run needs no back-filling. A column holds ints (``array('q')``) until a
-float arrives, then floats (``array('d')``), so ints come back as ints.
+float arrives, then floats (``array('d')``), so ints come back as ints. No value is ever rounded:
+a column whose values no longer all fit one of those exactly (an int beyond 64 bits, or one beyond
+2**53 beside a float) becomes a list of Python numbers, kept as logged. Only the charts round.
 
 Concurrency: one thread appends (the loop); readers take ``len`` first and never look past a row
 that was not yet published (``size`` is incremented last, under the GIL). Readers copy slices,
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from array import array
 from bisect import bisect_left
 from collections import deque
@@ -24,6 +27,11 @@ from .scalars import Deferred, coerce
 
 NAN = math.nan
 RESERVED = frozenset({"step", "time"})
+EXACT = 2**53  # every int within +-EXACT is a float too, exactly
+I64 = 2**63
+# Held while a column is copied into its new kind, and while the monitor's thread writes a tensor's
+# value in place: that write must not land in the old copy. Both are rare; appends never take it.
+_SWAP = threading.Lock()
 
 
 class Series:
@@ -34,16 +42,38 @@ class Series:
     def __init__(self, key: str) -> None:
         self.key = key
         self.rows = array("q")
-        self.values = array("q")
+        self.values: array | list = array("q")
 
-    @property
-    def is_int(self) -> bool:
-        return self.values.typecode == "q"
+    def add(self, v: int | float) -> None:
+        """Append what the fast path in ``Records.append`` left: a float into ints, an int beyond
+        +-2**53, a value into a list column. Changes the column's kind (for good) rather than a value."""
+        values = self.values
+        if type(values) is list:
+            values.append(v)
+            return
+        if type(v) is int:
+            if values.typecode == "q" and -I64 <= v < I64:
+                values.append(v)
+                return
+            if values.typecode == "d" and -EXACT <= v <= EXACT:
+                values.append(v)  # an int among floats: the same number as a float
+                return
+            _check_plottable(self.key, v)
+            with _SWAP:
+                self.values = list(values)  # ints that a float or an int64 would change: Python ints
+        elif values.typecode == "q":  # the first float among ints
+            exact = all(-EXACT <= x <= EXACT for x in values)
+            with _SWAP:
+                self.values = array("d", values) if exact else list(values)
+        self.values.append(v)
 
-    def widen(self) -> None:
-        """Switch to floats for good (a float arrived, or an int beyond 64 bits)."""
-        if self.values.typecode == "q":
-            self.values = array("d", self.values)
+
+def _check_plottable(key: str, v: int) -> None:
+    try:
+        float(v)
+    except OverflowError:
+        raise ValueError(f"log({key}=...): an int of {v.bit_length()} bits is beyond what can be "
+                         "plotted (about 1.8e308); log it scaled down") from None
 
 
 class Records:
@@ -69,18 +99,22 @@ class Records:
         """Add one row. Values are validated as they go; a bad one undoes the row and raises."""
         row = self.size
         series = self.series
+        lo, hi = -EXACT, EXACT  # locals: this runs for every value logged
         try:
             for key, v in values.items():
                 s = series.get(key)
                 if s is None:
                     s = self._new_series(key)
                 tv = type(v)
-                if tv is float or tv is int:
+                if tv is float:
                     try:
                         s.values.append(v)
-                    except (TypeError, OverflowError):  # a float (or huge int) into an int column
-                        s.widen()
-                        s.values.append(v)
+                    except TypeError:  # the first float into an int column
+                        s.add(v)
+                elif tv is int and lo <= v <= hi:  # fits every kind of column exactly
+                    s.values.append(v)
+                elif tv is int:
+                    s.add(v)
                 else:
                     self._append_other(s, row, v)
                 s.rows.append(row)
@@ -101,15 +135,10 @@ class Records:
     def _append_other(self, s: Series, row: int, v: Any) -> None:
         value = coerce(s.key, v, self.tensor_devices)
         if isinstance(value, Deferred):
-            s.widen()
-            s.values.append(NAN)  # placeholder until the monitor's thread reads the tensor
+            s.add(NAN)  # placeholder until the monitor's thread reads the tensor
             self.deferred.append((s, len(s.values) - 1, row, value))
             return
-        try:
-            s.values.append(value)
-        except (TypeError, OverflowError):
-            s.widen()
-            s.values.append(value)
+        s.add(value)
 
     def _undo(self, row: int, values: Iterable[str]) -> None:
         for key in values:
@@ -146,7 +175,9 @@ class Records:
             except IndexError:
                 break
             try:
-                s.values[pos] = d.read()
+                value = d.read()
+                with _SWAP:
+                    s.values[pos] = value
             except Exception as exc:  # a tensor that cannot be read (freed device, meta tensor)
                 errors.append(f"could not read the tensor logged as {s.key!r}: {exc}")
         return errors
@@ -194,6 +225,9 @@ class Records:
         stop = self.size if stop is None else min(stop, self.size)
         if start >= stop:
             return ""
+        uniform = self._uniform_jsonl(start, stop)
+        if uniform is not None:
+            return uniform
         steps, times = self.steps, self.times
         lines = [[f'{{"step":{steps[i]},"time":{_json_number(times[i])}'] for i in range(start, stop)]
         for key, s in list(self.series.items()):
@@ -203,6 +237,31 @@ class Records:
             for r, v in zip(s.rows[pos:end], s.values[pos:end]):
                 lines[r - start].append(name + _json_number(v))
         return "".join([",".join(parts) + "}\n" for parts in lines])
+
+    def _uniform_jsonl(self, start: int, stop: int) -> str | None:
+        """``jsonl`` when every row holds the same keys and only finite numbers (a loop logging
+        the same values each step): one format string mapped over the columns, 2-3x faster, so
+        the run log keeps up with a loop that only logs. None: use the general path."""
+        n = stop - start
+        template, columns = ['{"step":%d,"time":%r'], [self.steps[start:stop], self.times[start:stop]]
+        for key, s in list(self.series.items()):
+            end = self.published_positions(s, stop)
+            pos = bisect_left(s.rows, start, 0, end)
+            if end - pos == n:
+                template.append("," + _json_key(key).replace("%", "%%") + "%r")
+                columns.append(s.values[pos:end])
+            elif end != pos:
+                return None  # a key in some of these rows only
+        for values in columns[1:]:
+            if type(values) is array and values.typecode == "q":
+                continue
+            try:
+                total = sum(values)
+            except OverflowError:  # ints too big for a float among floats
+                return None
+            if total - total != 0:  # a NaN or an infinity (or a sum that overflowed): spelled as json does
+                return None
+        return "".join(map(("".join(template) + "}\n").__mod__, zip(*columns)))
 
     def latest(self) -> dict[str, Any]:
         """Each key's newest value."""

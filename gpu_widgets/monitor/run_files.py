@@ -8,12 +8,24 @@ empty cell is a key not logged in that row; ``nan``/``inf`` are the values.
 GPU samples: one flat object per GPU per sample, ``{"time", "gpu", "name", "backend", <field>...}`` with
 ``throttle_reasons`` as a list (in CSV, the list as JSON). They live beside the steps: in a run
 directory as ``gpu.jsonl``; for ``save("run.csv")`` as ``run.gpu.csv``.
+
+CSV text cells (the header's keys, GPU names) that a spreadsheet would run as a formula (they start
+with ``= + - @``, a tab or a carriage return: OWASP's list) get a leading apostrophe, as does text
+that starts with one, so reading strips exactly one and gives the text back. Numbers are written
+as numbers (``-0.5`` stays a number). JSON Lines hold the text as it is.
+
+Reading names the file and line of anything that is not a run's row (``RunFileError``); the one
+exception is a last line without its line end that does not read: the process stopped while
+writing it, so it is skipped with a note.
 """
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,7 +37,8 @@ _TEXT_COLUMNS = frozenset({"name", "backend"})  # GPU sample files: the GPU's na
 
 
 class RunFileError(ValueError):
-    """A file that is not a readable run; the message names the file and the line."""
+    """A file that is not a readable run (damaged, or not written by gpu-widgets); the message
+    names the file and the line."""
 
 
 def check_format(path: Path, verb: str = "save") -> str:
@@ -50,20 +63,37 @@ def dumps(row: Mapping[str, Any]) -> str:
 
 # -- writing ------------------------------------------------------------------------------------
 def write_rows(path: Path, rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
-    """Write rows as JSONL or CSV (by suffix). ``columns`` orders the CSV header."""
-    if check_format(path) == ".jsonl":
-        with open(path, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(dumps(row) + "\n")
-        return
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([_cell(row.get(c, _MISSING)) for c in columns])
+    """Write rows as JSONL or CSV (by suffix). ``columns`` orders the CSV header. The file appears
+    whole or not at all (written beside it, then renamed), so a kill mid-save tears nothing."""
+    suffix = check_format(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="" if suffix == ".csv" else None) as f:
+            if suffix == ".jsonl":
+                for row in rows:
+                    f.write(dumps(row) + "\n")
+            else:
+                writer = csv.writer(f)
+                writer.writerow([_text(str(c)) for c in columns])
+                for row in rows:
+                    writer.writerow([_cell(row.get(c, _MISSING)) for c in columns])
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 _MISSING = object()
+_FORMULA = ("=", "+", "-", "@", "\t", "\r", "'")  # OWASP's formula starters, and the escape itself
+
+
+def _text(s: str) -> str:
+    """A CSV text cell a spreadsheet shows as text instead of running it as a formula."""
+    return "'" + s if s.startswith(_FORMULA) else s
+
+
+def _untext(s: str) -> str:
+    return s[1:] if s.startswith("'") else s
 
 
 def _cell(v: Any) -> str:
@@ -73,82 +103,153 @@ def _cell(v: Any) -> str:
         return "1" if v else "0"
     if isinstance(v, float):
         return repr(v)  # round-trips exactly; nan/inf/-inf
+    if isinstance(v, int):
+        return str(v)  # exact at any size
     if isinstance(v, (list, tuple)):
-        return json.dumps(list(v))
-    return str(v)
+        return json.dumps(list(v))  # starts with "[": never a formula
+    return _text(str(v))
 
 
 # -- reading ------------------------------------------------------------------------------------
+Numbered = list[tuple[int, dict[str, Any]]]  # (line in the file, row)
+
+
 def read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows of a JSONL or CSV file, and notes about anything skipped (a torn last line)."""
+    rows, notes = read_numbered(path)
+    return [r for _, r in rows], notes
+
+
+def read_numbered(path: Path) -> tuple[Numbered, list[str]]:
+    """``read_rows`` with each row's line number, for messages about its values."""
+    data = path.read_bytes()
+    # Excel and some editors begin a UTF-8 file with a byte-order mark; it is not part of the first key.
+    data = data.removeprefix(codecs.BOM_UTF8)
     if check_format(path, "load") == ".jsonl":
-        return _read_jsonl(path)
-    return _read_csv(path), []
+        return _read_jsonl(path, data)
+    return _read_csv(path, data)
 
 
-def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    rows, notes = [], []
+def _torn(path: Path, n: int, why: str) -> str:
+    return f"{path.name}: the last line was cut off (line {n}: {why}; the process stopped while writing it): skipped"
+
+
+def _read_jsonl(path: Path, data: bytes) -> tuple[Numbered, list[str]]:
+    lines = data.split(b"\n")
+    rows: Numbered = []
+    notes: list[str] = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if n == len(lines):  # no newline after it: the writer was stopped mid-line
-                notes.append(f"{path.name}: the last line was cut off (the process stopped while writing it); skipped")
+            row = json.loads(line.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # JSON, UTF-8, a number of over 4300 digits
+            why = _not_json(exc)
+            if n == len(lines):  # no line end after it: the writer was stopped mid-line
+                notes.append(_torn(path, n, why))
                 continue
-            raise RunFileError(f"{path}: line {n} is not JSON ({exc.msg})") from None
+            raise RunFileError(f"{path}: line {n} {why}") from None
         if not isinstance(row, dict):
-            raise RunFileError(f"{path}: line {n} is not a JSON object")
-        rows.append(row)
+            raise RunFileError(f"{path}: line {n} is not a JSON object, got {shown(row)}")
+        rows.append((n, row))
     return rows, notes
+
+
+def _not_json(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"is not UTF-8 text (byte {exc.start + 1}: {exc.reason})"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"is not JSON ({exc.msg}, column {exc.colno})"
+    if isinstance(exc, RecursionError):
+        return "is not a run's row (JSON nested too deeply to read)"
+    return "holds a number of more than 4300 digits"  # what int() refuses to read
+
+
+def _read_csv(path: Path, data: bytes) -> tuple[Numbered, list[str]]:
+    notes: list[str] = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        n = data.count(b"\n", 0, exc.start) + 1
+        last = data.rfind(b"\n") + 1  # where a line without a line end starts
+        if exc.start < last:
+            raise RunFileError(f"{path}: line {n} {_not_json(exc)}") from None
+        notes.append(_torn(path, n, _not_json(exc)))
+        text = data[:last].decode("utf-8")  # the damage was all in that last line
+    reader = csv.reader(io.StringIO(text, newline=""))
+    records = []
+    try:
+        records = [(reader.line_num, cells) for cells in reader if cells]
+    except csv.Error as exc:
+        raise RunFileError(f"{path}: line {max(reader.line_num, 1)} is not CSV ({exc})") from None
+    if not records:
+        return [], notes
+    n, cells = records[0]
+    header = [_untext(c) for c in cells]
+    dupes = sorted({c for c in header if header.count(c) > 1})
+    if dupes:
+        raise RunFileError(f"{path}: line {n}: the header names {dupes} more than once")
+    rows: Numbered = []
+    for i, (n, cells) in enumerate(records[1:], 2):
+        try:
+            rows.append((n, _csv_row(path, n, header, cells)))
+        except RunFileError as exc:
+            if i < len(records) or text.endswith("\n"):
+                raise
+            notes.append(_torn(path, n, str(exc).removeprefix(f"{path}: line {n}").lstrip(", ")))
+    return rows, notes
+
+
+def _csv_row(path: Path, n: int, header: list[str], cells: list[str]) -> dict[str, Any]:
+    if len(cells) != len(header):
+        raise RunFileError(f"{path}: line {n} has {len(cells)} cells, the header {len(header)}")
+    row = {}
+    for column, text in zip(header, cells):
+        if text == "":
+            continue
+        try:
+            row[column] = _parse_cell(column, text)
+        except (ValueError, RecursionError):
+            raise RunFileError(f"{path}: line {n}, column {column!r}: {shown(text)} is not "
+                               f"{'a JSON list' if column == 'throttle_reasons' else 'a number'}") from None
+    return row
 
 
 def _parse_cell(column: str, text: str) -> Any:
     if column == "throttle_reasons":
         return json.loads(text)
     if column in _TEXT_COLUMNS:
-        return text
+        return _untext(text)
     if _INT.match(text):
         return int(text)
     return float(text)
 
 
-def _read_csv(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
-            return []
-        rows = []
-        for n, cells in enumerate(reader, 2):
-            row = {}
-            for column, text in zip(header, cells):
-                if text == "":
-                    continue
-                try:
-                    row[column] = _parse_cell(column, text)
-                except ValueError:
-                    raise RunFileError(f"{path}: line {n}, column {column!r}: {text!r} is not a number") from None
-            rows.append(row)
-        return rows
+def shown(v: Any) -> str:
+    """A value for a message: damaged files can hold megabytes in one cell."""
+    text = repr(v)
+    return text if len(text) <= 80 else text[:60] + f"... ({len(text)} characters)"
 
 
 def step_row(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Check one loaded step row: a whole step, a time, numeric values."""
+    """Check one loaded step row: a whole step, a time, numeric values (what ``log()`` accepts)."""
     step = raw.get("step")
-    if not isinstance(step, int) or isinstance(step, bool):
-        raise RunFileError(f"{where}: 'step' must be a whole number, got {step!r}")
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < 2**63:
+        raise RunFileError(f"{where}: 'step' must be a whole number from 0 to 2**63-1, got {shown(step)}")
     t = raw.get("time")
-    if t is not None and not isinstance(t, (int, float)):
-        raise RunFileError(f"{where}: 'time' must be a number, got {t!r}")
-    row: dict[str, Any] = {"step": step, "time": math.nan if t is None else float(t)}
+    row: dict[str, Any] = {"step": step, "time": math.nan if t is None else as_float(t, "time", where)}
     for k, v in raw.items():
         if k in ("step", "time"):
             continue
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise RunFileError(f"{where}: {k!r} must be a number, got {v!r}")
+        as_float(v, k, where)  # log() refuses ints beyond a float's range too: they cannot be plotted
         row[k] = v
     return row
+
+
+def as_float(v: Any, key: str, where: str) -> float:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        try:
+            return float(v)
+        except OverflowError:
+            raise RunFileError(f"{where}: {key!r} is an int of {v.bit_length()} bits, beyond a float's range") from None
+    raise RunFileError(f"{where}: {key!r} must be a number, got {shown(v)}")

@@ -9,8 +9,10 @@ on macOS, ``%LOCALAPPDATA%\\gpu-widgets\\runs`` on Windows). One directory per r
         steps.jsonl   one flat object per log() call (see run_files)
         gpu.jsonl     one flat object per GPU per sample
 
-Writing happens on the monitor's thread, never in ``log()``; lines are flushed to the OS at
-least every ``flush_s`` (default 1 s, at most 5 s), so a killed kernel loses at most that much.
+Writing happens on the monitor's thread, never in ``log()``. Each pass of that thread (every
+0.25 s, or every ``flush_s`` if shorter) writes the new lines in chunks and hands each chunk to
+the OS at once, so a killed kernel loses well under ``flush_s`` + 0.25 s of rows. A loop that logs
+faster than lines can be written waits in ``log()`` for the writer (see monitor.py).
 The directory is bounded: when a run starts, the oldest runs are removed until all runs fit in
 ``$GPU_WIDGETS_RUN_DIR_MAX_MB`` (default 200 MB). Only directories this module made are ever
 removed, never the current run and never one written to in the last 10 minutes (another
@@ -35,7 +37,6 @@ ENV_DIR = "GPU_WIDGETS_RUN_DIR"
 ENV_MAX_MB = "GPU_WIDGETS_RUN_DIR_MAX_MB"
 ENV_ENABLED = "GPU_WIDGETS_RUN_LOG"
 DEFAULT_MAX_MB = 200.0
-MAX_FLUSH_S = 5.0
 LIVE_GRACE_S = 600.0
 META, STEPS, GPU = "run.json", "steps.jsonl", "gpu.jsonl"
 FORMAT_VERSION = 1
@@ -137,18 +138,14 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
 class RunLog:
     """One run's directory. Not thread-safe: only the monitor's thread (or finish) calls it."""
 
-    def __init__(self, root: Path, meta: Mapping[str, Any], max_bytes: int, flush_s: float = 1.0) -> None:
-        if not 0 < flush_s <= MAX_FLUSH_S:
-            raise ValueError(f"flush_s must be in (0, {MAX_FLUSH_S}] seconds, got {flush_s!r}")
+    def __init__(self, root: Path, meta: Mapping[str, Any], max_bytes: int) -> None:
         self.root = Path(root)
         self.meta = {"format": FORMAT_VERSION, **meta}
         self.max_bytes = max_bytes
-        self.flush_s = flush_s
         self.path: Path | None = None
         self.pruned: list[Path] = []
         self._steps = None
         self._gpu = None
-        self._last_flush = 0.0
         self._dirty = False
         self.gpu_lines = 0  # lines written to gpu.jsonl
         self.gpu_lines_flushed = 0  # of those, handed to the OS: readable from the file
@@ -191,15 +188,14 @@ class RunLog:
             return True
         return False
 
-    def flush(self, now: float | None = None, force: bool = False) -> None:
-        """Hand the written lines to the OS when ``flush_s`` has passed (or ``force``)."""
-        now = time.monotonic() if now is None else now
-        if self._dirty and (force or now - self._last_flush >= self.flush_s):
+    def flush(self) -> None:
+        """Hand the written lines to the OS (after every write: a few small writes a second
+        cost far less than the rows a killed kernel would lose while they wait)."""
+        if self._dirty:
             for f in (self._steps, self._gpu):
                 if f is not None:
                     f.flush()
             self._dirty = False
-            self._last_flush = now
             self.gpu_lines_flushed = self.gpu_lines
 
     def update_meta(self, **fields: Any) -> None:
@@ -209,7 +205,7 @@ class RunLog:
 
     def close(self, **fields: Any) -> None:
         try:
-            self.flush(force=True)
+            self.flush()
         finally:
             for f in (self._steps, self._gpu):
                 if f is not None:

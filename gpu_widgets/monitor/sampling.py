@@ -10,6 +10,7 @@ import threading
 
 from ..backends import ConfigError
 from ..sampler import Sampler, get_sampler
+from ..stall import STALE, stale_text
 
 _lock = threading.Lock()
 _holders = 0
@@ -50,4 +51,14 @@ def holders() -> int:
     return _holders
 
 
-__all__ = ["ConfigError", "acquire", "holders", "release"]
+def freshness(sampler: Sampler | None, status: str | None, reason: str | None) -> tuple[str | None, str | None]:
+    """The ``status`` and ``reason`` a widget shows with its newest sample: as given, or
+    ``("stale", "no new sample for 12 s: <the call it waits on>")`` when the sampler is stuck.
+    Asked on the widget's own timer: a stuck sampler sends no more samples to react to."""
+    if sampler is None:
+        return status, reason
+    age, why = sampler.staleness()
+    return (STALE, stale_text(age, why)) if why is not None else (status, reason)
+
+
+__all__ = ["ConfigError", "acquire", "freshness", "holders", "release"]

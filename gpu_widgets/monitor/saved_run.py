@@ -2,14 +2,17 @@
 written by ``TrainingMonitor.save()`` with its GPU samples beside it."""
 from __future__ import annotations
 
+import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .run_files import RunFileError, check_format, gpu_sibling, read_rows, step_row
-from .run_log import GPU, META, STEPS, read_meta
+from .gpu_trace import FIELDS, TORCH_FIELDS
+from .run_files import RunFileError, as_float, check_format, gpu_sibling, read_numbered, shown, step_row
+from .run_log import GPU, META, STEPS
 
 
 @dataclass
@@ -43,8 +46,9 @@ def read_run(path: str | os.PathLike) -> SavedRun:
         run_dir = p.parent
     else:
         run_dir = None
+    notes: list[str] = []
     if run_dir is not None:
-        meta = read_meta(run_dir)
+        meta = _read_meta(run_dir / META, notes)
         steps_path, gpu_path = run_dir / STEPS, run_dir / GPU
         if not steps_path.is_file():
             raise FileNotFoundError(f"{run_dir} is not a gpu-widgets run: it has no {STEPS}")
@@ -53,15 +57,72 @@ def read_run(path: str | os.PathLike) -> SavedRun:
             raise FileNotFoundError(f"no such run or file: {p}")
         check_format(p, "load")
         meta, steps_path, gpu_path = {}, p, gpu_sibling(p)
-    raw, notes = read_rows(steps_path)
-    run = SavedRun(run_dir or p, meta, [step_row(r, f"{steps_path}, row {i}") for i, r in enumerate(raw, 1)], [], notes)
+    raw, step_notes = read_numbered(steps_path)
+    notes.extend(step_notes)
+    run = SavedRun(run_dir or p, meta, [step_row(r, f"{steps_path}: line {n}") for n, r in raw], [], notes)
     if gpu_path.is_file():
-        gpu_rows, gpu_notes = read_rows(gpu_path)
+        gpu_rows, gpu_notes = read_numbered(gpu_path)
         run.notes.extend(gpu_notes)
-        for i, r in enumerate(gpu_rows, 1):
-            if not isinstance(r.get("time"), (int, float)) or not isinstance(r.get("gpu"), int):
-                raise RunFileError(f"{gpu_path}, row {i}: a GPU sample needs a numeric 'time' and 'gpu'")
-        run.gpu_rows = gpu_rows
+        run.gpu_rows = [_gpu_row(r, f"{gpu_path}: line {n}") for n, r in gpu_rows]
+    for note in run.notes:  # a script that loads a run sees them too, not only the widget
+        warnings.warn(f"TrainingMonitor.load: {note}", RuntimeWarning, stacklevel=3)
     if meta.get("error"):
         run.notes.insert(0, f"ended with {meta['error']}")
     return run
+
+
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "title": (str,), "status": (str,), "error": (str,), "batch_size": (int,), "total_steps": (int,),
+    "started": (int, float), "ended": (int, float),
+}
+
+
+def _read_meta(path: Path, notes: list[str]) -> dict[str, Any]:
+    """``run.json``: the run's title and status. The steps are the user's data and load without
+    it; what cannot be read from it is left out, with a note."""
+    try:
+        meta = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, RecursionError) as exc:
+        notes.append(f"{path.name} could not be read ({type(exc).__name__}); the run's title and status are unknown")
+        return {}
+    if not isinstance(meta, dict):
+        notes.append(f"{path.name} is not a JSON object; the run's title and status are unknown")
+        return {}
+    for key, types in _META_TYPES.items():
+        v = meta.get(key)
+        if v is None:
+            continue
+        bad = isinstance(v, bool) or not isinstance(v, types)
+        if not bad and key in ("batch_size", "total_steps"):
+            bad = v <= 0
+        if not bad and key in ("started", "ended"):
+            try:
+                bad = not math.isfinite(v)
+            except OverflowError:
+                bad = True
+        if bad:
+            notes.append(f"{path.name}: {key!r} is not what gpu-widgets writes ({shown(v)}); left out")
+            del meta[key]
+    return meta
+
+
+def _gpu_row(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """Check one loaded GPU sample: the types the monitor's GPU columns hold."""
+    gpu = raw.get("gpu")
+    if isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu < 2**31:
+        raise RunFileError(f"{where}: 'gpu' must be a GPU index (a whole number from 0), got {shown(gpu)}")
+    as_float(raw.get("time"), "time", where)
+    for f in (*FIELDS, *TORCH_FIELDS):
+        if raw.get(f) is not None:
+            as_float(raw[f], f, where)
+    for f in ("name", "backend"):
+        if raw.get(f) is not None and not isinstance(raw[f], str):
+            raise RunFileError(f"{where}: {f!r} must be text, got {shown(raw[f])}")
+    reasons = raw.get("throttle_reasons")
+    if reasons is not None and not (isinstance(reasons, list) and all(isinstance(r, str) for r in reasons)):
+        raise RunFileError(f"{where}: 'throttle_reasons' must be a list of names, got {shown(reasons)}")
+    if raw.get("lost") not in (None, True, False, 0, 1):
+        raise RunFileError(f"{where}: 'lost' must be true or false, got {shown(raw['lost'])}")
+    return raw

@@ -9,11 +9,14 @@ from ..backends.base import LOST, NO_GPU, OK, Backend, DeviceDict, lost_device, 
 from ..processes import ProcessDescriber
 from .errors import LOST as LOST_KIND
 from .errors import NO_GPU as NO_GPU_KIND
-from .errors import UNSUPPORTED, Failure, classify
+from .errors import TRANSIENT, UNSUPPORTED, Failure, classify
 from .library import NVML, NoGpu, Nvml
-from .readers import FAST_QUERIES, PCIE_QUERIES, STATIC_QUERIES, BoundReader, Query, bind, peak_memory_bandwidth
+from .readers import FAST_QUERIES, PCIE_QUERIES, STATIC_QUERIES, BoundReader, Query, bind, peak_memory_bandwidth, text
 
 STATIC_FIELDS = tuple(f for q in STATIC_QUERIES for f in q.fields) + ("memory_bandwidth_bytes_per_s",)
+
+# The identity of a GPU: field -> pynvml getter. A GPU that cannot say these is still a GPU.
+IDENTITY = (("uuid", "nvmlDeviceGetUUID"), ("name", "nvmlDeviceGetName"))
 
 # How often a lost GPU is asked again whether it is back (well inside the 15 s promise).
 LOST_RETRY_S = 5.0
@@ -31,6 +34,8 @@ class _Device:
         self.lost_since: float | None = None
         self.next_retry = 0.0
         self.unsupported: dict[str, str] = {}  # query key -> reason, never asked again
+        self.identity_gaps: dict[str, str] = {}  # "uuid"/"name" -> why it is null
+        self.identity_retry = False  # a gap was transient: read the identity again next tick
         self.info: DeviceDict | None = None
         self.lock = threading.Lock()
 
@@ -98,20 +103,35 @@ class NvmlBackend(Backend):
         return None
 
     def _attach(self, dev: _Device, now: float) -> bool:
-        """Get the handle and identity of a device; mark it lost if it does not answer."""
-        nv = self._nv
+        """Get the handle and identity of a device; mark it lost only if it stopped answering."""
         try:
-            handle = nv.nvmlDeviceGetHandleByIndex(dev.index)
-            uuid = nv.nvmlDeviceGetUUID(handle)
-            name = nv.nvmlDeviceGetName(handle)
-        except Exception as exc:
+            handle = self._nv.nvmlDeviceGetHandleByIndex(dev.index)
+        except Exception as exc:  # without a handle nothing can be read
             self._mark_lost(dev, classify(exc), now)
             return False
+        ident: dict[str, str | None] = {}
+        gaps: dict[str, str] = {}
+        retry = False
+        for field, getter in IDENTITY:
+            try:
+                ident[field] = text(getattr(self._nv, getter), handle)
+            except Exception as exc:
+                failure = classify(exc)
+                if failure.kind in (LOST_KIND, NO_GPU_KIND):
+                    self._mark_lost(dev, failure, now)
+                    return False
+                # NotSupported, no permission, a timeout: this field is null, the GPU is fine.
+                ident[field], gaps[field] = None, failure.reason
+                retry = retry or failure.kind == TRANSIENT
+        uuid, name = ident["uuid"], ident["name"]
         if dev.uuid is not None and uuid != dev.uuid:
             # Another board now sits at this index (hot swap / reset reorder): start afresh.
             dev.unsupported.clear()
             dev.info = None
+        elif dev.info is not None and (dev.name != name or dev.identity_gaps != gaps):
+            dev.info = None  # the spec card shows the identity: build it again
         dev.handle, dev.uuid, dev.name = handle, uuid, name
+        dev.identity_gaps, dev.identity_retry = gaps, retry
         dev.lost_reason = dev.lost_since = None
         return True
 
@@ -133,7 +153,7 @@ class NvmlBackend(Backend):
         if dev.lost_reason is not None:
             values, reasons = null_fields(STATIC_FIELDS, dev.lost_reason)
             return {**info, **values, "status": LOST, "unavailable": reasons}  # not cached: asked again once back
-        unavailable: dict[str, str] = {}
+        unavailable: dict[str, str] = dict(dev.identity_gaps)
         for q in STATIC_QUERIES:
             self._run(dev, q, info, unavailable, now=self._clock())
         info["memory_bandwidth_bytes_per_s"] = peak_memory_bandwidth(
@@ -197,13 +217,13 @@ class NvmlBackend(Backend):
         now = self._clock()
         samples = []
         for dev in self._devices:
-            if dev.lost_reason is not None and now >= dev.next_retry:
+            if (dev.lost_reason is not None and now >= dev.next_retry) or dev.identity_retry:
                 self._attach(dev, now)
             if dev.lost_reason is not None:
                 samples.append(lost_device(dev.index, dev.uuid, dev.name, dev.lost_reason))
                 continue
             sample: DeviceDict = {"index": dev.index, "uuid": dev.uuid, "name": dev.name, "status": OK}
-            unavailable: dict[str, str] = {}
+            unavailable: dict[str, str] = dict(dev.identity_gaps) if dev.identity_gaps else {}
             self._read_bound(dev, self._fast, sample, unavailable, now)
             if dev.lost_reason is not None:
                 samples.append(lost_device(dev.index, dev.uuid, dev.name, dev.lost_reason))

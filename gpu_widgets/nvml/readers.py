@@ -72,6 +72,16 @@ def bind(q: Query, nv: Any) -> BoundReader:
     return binder(nv) if binder is not None else functools.partial(q.read, nv)
 
 
+def text(fn: Callable[[Any], Any], h: Any) -> str:
+    """A string getter's answer; bytes that are not UTF-8 become U+FFFD instead of an error."""
+    try:
+        value = fn(h)
+    except UnicodeDecodeError as exc:
+        # nvidia-ml-py decodes char buffers strictly; the raw bytes ride on the exception.
+        return bytes(exc.object).decode("utf-8", "replace")
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
 # pynvml's structs override __getattribute__ in Python to decode bytes; these fields are
 # numbers, and reading them past that override costs a third (5 reads per GPU per tick).
 _number = object.__getattribute__
@@ -169,8 +179,7 @@ def _mig_devices(nv: Any, h: Any, out: dict) -> None:
             if classify(exc).code == NOT_FOUND:
                 continue  # an empty slot
             raise
-        uuid = nv.nvmlDeviceGetUUID(instance)
-        uuids.append(uuid.decode() if isinstance(uuid, bytes) else uuid)
+        uuids.append(text(nv.nvmlDeviceGetUUID, instance))
     out["mig_device_uuids"] = uuids
 
 

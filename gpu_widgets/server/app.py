@@ -34,8 +34,9 @@ class GpuWidgets(ExtensionApp):
     ).tag(config=True)
     show_other_users_processes = Bool(
         False,
-        help="Show the name, user and command line of GPU processes that belong to other users. Off by "
-        "default: on a shared server they are listed with pid and GPU memory only.",
+        help="Show the name, user and command line of GPU processes that belong to other users (another "
+        "real uid than the server's; $USER plays no part). Off by default: on a shared server they are "
+        "listed with pid and GPU memory only.",
     ).tag(config=True)
     backend = Unicode(
         "",
@@ -44,6 +45,12 @@ class GpuWidgets(ExtensionApp):
     ).tag(config=True)
     max_points_limit = Integer(
         5000, help="The most points per device one samples request may ask for (max_points)."
+    ).tag(config=True)
+    max_response_points = Integer(
+        32000,
+        help="The most points one samples answer holds over all GPUs together: max_points is lowered to "
+        "max_response_points // GPUs (the answer says so in its max_points). About 150 bytes a point, so the "
+        "default keeps an answer near 5 MB however many GPUs and whatever the client asks.",
     ).tag(config=True)
 
     @validate("interval_s")
@@ -84,6 +91,7 @@ class GpuWidgets(ExtensionApp):
             window_s=self.window_s,
             show_other_users_processes=self.show_other_users_processes,
             max_points_limit=self.max_points_limit,
+            max_response_points=self.max_response_points,
             log=self.log,
         )
         self.settings["gpu_widgets_service"] = self.service

@@ -5,6 +5,7 @@ walking /proc for kernel attribution) runs in a worker thread so the event loop 
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from functools import lru_cache
@@ -14,14 +15,18 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 from tornado.ioloop import IOLoop
+from tornado.iostream import StreamClosedError
 
 from . import kernels, params, privacy
 from .service import GpuService
 
 DEFAULT_MAX_POINTS = 600
-# A history request starting less than this many seconds ago is answered on the event loop.
-INLINE_HISTORY_S = 30.0
+# A history request covering at most this many samples x GPUs (~1 ms of work) is answered on the
+# event loop; bigger ones go to the history worker (samples.py).
+INLINE_HISTORY_VALUES = 256
 MIN_MAX_POINTS = 2
+# A samples answer at least this big is written without being copied (SamplesHandler.get).
+BIG_ANSWER_BYTES = 1 << 16
 
 
 @lru_cache(maxsize=1)
@@ -71,9 +76,9 @@ class BaseApiHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"code": code, "message": message or self._reason}))
 
-    def _me(self) -> str | None:
-        """None when every process may be shown."""
-        return None if self.service.show_other_users_processes else privacy.server_user()
+    def _me(self) -> int | None:
+        """The uid whose processes are shown in full; None when every process may be shown."""
+        return None if self.service.show_other_users_processes else privacy.server_uid()
 
 
 class StatusHandler(BaseApiHandler):
@@ -103,13 +108,13 @@ class LatestHandler(BaseApiHandler):
         snap = self.service.latest()
         if snap is None:
             status = self.service.status()
-            snap = {key: status[key] for key in ("backend", "status", "reason", "driver_version",
+            snap = {key: status[key] for key in ("backend", "status", "reason", "sample_age_s", "driver_version",
                                                  "cuda_driver_version", "nvml_version")}
             snap.update(timestamp=status["server_time"], cuda_visible_devices=None, devices=[])
             self.send(snap)  # no devices yet, so no processes to redact
             return
         self.set_header("Content-Type", "application/json")
-        self.finish(self.service.latest_json(snap, self._me()))
+        self.finish(self.service.latest_answer(snap, self._me()))
 
 
 class SamplesHandler(BaseApiHandler):
@@ -125,15 +130,32 @@ class SamplesHandler(BaseApiHandler):
             )
         except params.BadParameter as exc:
             raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
-        if since is not None and since >= time.time() - INLINE_HISTORY_S:
+        if since is not None and self.service.samples.cost(since) <= INLINE_HISTORY_VALUES:
             # A poll's increment (a few samples, ~0.1 ms): on the loop. Handing it to a thread costs
             # more: the loop then waits for the GIL at each hand-over (p95 22 ms at 100 pollers).
-            body = self.service.samples_json(since, max_points)
+            body = self.service.samples.body(since, max_points)
         else:
-            body = await IOLoop.current().run_in_executor(None, self.service.samples_json, since, max_points)
+            body = await asyncio.wrap_future(self.service.samples.body_in_worker(since, max_points))
         # The server's clock at the moment of answering (clients use it to line their clock up).
+        suffix = f',"server_time":{json.dumps(time.time())}}}'.encode()
         self.set_header("Content-Type", "application/json")
-        self.finish(f'{body[:-1]},"server_time":{json.dumps(time.time())}}}')
+        if len(body) < BIG_ANSWER_BYTES:
+            self.finish(body + suffix)
+            return
+        # Megabytes: the headers first, then the body as it is. Written together, tornado copies
+        # the body twice on the event loop (to join it to the suffix, then to the headers).
+        self.set_header("Content-Length", len(body) + len(suffix))
+        try:
+            await self.flush()
+            self.write(body)
+            await self.flush()
+        except StreamClosedError:
+            return  # the client went away
+        self.finish(suffix)
+
+    def compute_etag(self) -> None:
+        """No ETag: answers are ``no-store``, and tornado would hash megabytes on the event loop."""
+        return None
 
 
 class ProcessesHandler(BaseApiHandler):

@@ -1,22 +1,28 @@
-"""Other users' GPU processes: listed with pid and memory only, unless the server is told otherwise."""
+"""Other users' GPU processes: listed with pid and memory only, unless the server is told otherwise.
+
+"Other" is decided by the real uid, as the OS reports it: never by a user name, which may come from
+``$USER`` (anyone can set it) or be missing (a uid with no passwd entry, as in arbitrary-uid
+containers).
+"""
 from __future__ import annotations
 
-import getpass
+import os
 from typing import Any
 
-HIDDEN = ("name", "user", "command")
+HIDDEN = ("name", "uid", "user", "command")
 REASON = "belongs to another user (hidden; set GpuWidgets.show_other_users_processes=True to show)"
 UNKNOWN_OWNER = "owner unknown, so hidden like another user's process"
 
 
-def server_user() -> str:
-    return getpass.getuser()
+def server_uid() -> int:
+    """The real uid of the server process: whose processes it shows in full."""
+    return os.getuid()
 
 
-def redact_process(proc: dict[str, Any], me: str) -> dict[str, Any]:
-    """A copy of ``proc`` with name, user and command nulled when it is not ``me``'s."""
-    owner = proc.get("user")
-    if owner == me:
+def redact_process(proc: dict[str, Any], me: int) -> dict[str, Any]:
+    """A copy of ``proc`` with name, uid, user and command nulled when uid ``me`` does not own it."""
+    owner = proc.get("uid")
+    if owner is not None and owner == me:
         return proc
     reason = REASON if owner is not None else UNKNOWN_OWNER
     out = dict(proc)
@@ -28,7 +34,7 @@ def redact_process(proc: dict[str, Any], me: str) -> dict[str, Any]:
     return out
 
 
-def redact_snapshot(snapshot: dict[str, Any], me: str) -> dict[str, Any]:
+def redact_snapshot(snapshot: dict[str, Any], me: int) -> dict[str, Any]:
     """A shallow copy of a snapshot whose processes are redacted (the original is shared)."""
     devices = []
     for dev in snapshot["devices"]:

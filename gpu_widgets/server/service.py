@@ -16,11 +16,13 @@ from typing import Any
 from .. import __version__
 from ..backends import Backend, ConfigError, NoGpuBackend, open_backend
 from ..sampler import Sampler
+from ..stall import STALE, stale_after_s, waiting_on
 from .privacy import redact_snapshot
+from .samples import SamplesAnswers
 
 STARTING = "starting"
-
-
+# Added to the latest sample when it is served: they say whether it is still current.
+FRESHNESS_KEYS = ("status", "reason", "sample_age_s")
 class GpuService:
     def __init__(
         self,
@@ -30,6 +32,7 @@ class GpuService:
         window_s: float = 3600.0,
         show_other_users_processes: bool = False,
         max_points_limit: int = 5000,
+        max_response_points: int = 32000,
         log: logging.Logger | None = None,
         backend: Backend | None = None,
     ) -> None:
@@ -43,19 +46,18 @@ class GpuService:
         self._backend = backend
         self.sampler: Sampler | None = None
         self._devices: list[dict[str, Any]] = []
-        self._device_status: list[str] = []
+        self._device_status: list[tuple[Any, ...]] = []
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
+        self._opening_since: float | None = None
         self._stopped = False
-        self._latest_json: tuple[dict[str, Any], str | None, str] | None = None
-        # The last whole-window answer, keyed by (max_points, samples appended): a hundred tabs
-        # opening at once share one downsampling and one serialisation of the hour.
-        self._window_json: tuple[tuple[int, int], str] | None = None
-        self._window_lock = threading.Lock()
+        self._latest_json: tuple[dict[str, Any], int | None, str] | None = None
+        self.samples = SamplesAnswers(self, max_response_points)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start_in_background(self) -> None:
         self._thread = threading.Thread(target=self._start, name="gpu-widgets-open", daemon=True)
+        self._opening_since = time.monotonic()  # a driver call that hangs while opening shows as stale
         self._thread.start()
 
     def _start(self) -> None:
@@ -85,6 +87,7 @@ class GpuService:
         self._stopped = True
         if self.sampler is not None:
             self.sampler.stop()
+        self.samples.stop()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         return self._ready.wait(timeout)
@@ -98,11 +101,12 @@ class GpuService:
             self.log.exception("gpu-widgets: reading device info failed")
             return
         self._devices = devices
-        self._device_status = [d.get("status", "ok") for d in devices]
+        self._device_status = [_card_key(d) for d in devices]
 
     def _on_sample(self, snapshot: dict[str, Any]) -> None:
-        # Runs on the sampler thread: a GPU that came back (or got lost) gets its card re-read here.
-        status = [d.get("status", "ok") for d in snapshot["devices"]]
+        # Runs on the sampler thread: a GPU that came back (or got lost), or whose name or UUID
+        # NVML now tells, gets its card re-read here.
+        status = [_card_key(d) for d in snapshot["devices"]]
         if status != self._device_status:
             self._refresh_devices()
 
@@ -116,6 +120,7 @@ class GpuService:
             "backend": None,
             "status": STARTING,
             "reason": "the GPU sampler is starting",
+            "sample_age_s": None,
             "driver_version": None,
             "cuda_driver_version": None,
             "nvml_version": None,
@@ -138,6 +143,13 @@ class GpuService:
                 interval_s=self.sampler.interval_s,
                 device_count=len(self._devices),
             )
+            age, stale = self.sampler.staleness()
+            out["sample_age_s"] = None if age is None else round(age, 3)
+            if stale is not None and backend.status == "ok":
+                out.update(status=STALE, reason=stale)
+        elif self._opening_since is not None and time.monotonic() - self._opening_since > stale_after_s(self.interval_s, True):
+            why = waiting_on(self._thread) or "the GPU backend has not opened"
+            out.update(status=STALE, reason=f"{why} (opening the GPU backend)")
         return out
 
     def devices(self) -> list[dict[str, Any]]:
@@ -146,51 +158,24 @@ class GpuService:
     def latest(self) -> dict[str, Any] | None:
         return self.sampler.latest if self.sampler is not None else None
 
-    def latest_json(self, snapshot: dict[str, Any], me: str | None) -> str:
-        """The JSON of ``snapshot`` (redacted for ``me`` unless None), made once per sample:
-        a hundred tabs polling the same second share one serialisation."""
+    def latest_answer(self, snapshot: dict[str, Any], me: int | None) -> str:
+        """The ``samples/latest`` answer: the snapshot's shared JSON with ``status``, ``reason``
+        and ``sample_age_s`` put in at the moment of answering (the sampler may be stuck)."""
+        status = self.status()
+        head = json.dumps({key: status[key] for key in FRESHNESS_KEYS})
+        return f"{head[:-1]}, {self.latest_json(snapshot, me)[1:]}"
+
+    def latest_json(self, snapshot: dict[str, Any], me: int | None) -> str:
+        """The JSON of ``snapshot`` (redacted for uid ``me`` unless None) but its status and
+        reason, made once per sample: a hundred tabs polling the same second share it."""
         cached = self._latest_json
         if cached is not None and cached[0] is snapshot and cached[1] == me:
             return cached[2]
-        body = json.dumps(snapshot if me is None else redact_snapshot(snapshot, me), allow_nan=False)
+        data = snapshot if me is None else redact_snapshot(snapshot, me)
+        body = json.dumps({k: v for k, v in data.items() if k not in FRESHNESS_KEYS}, allow_nan=False)
         self._latest_json = (snapshot, me, body)
         return body
 
-    def samples_json(self, since: float | None, max_points: int) -> str:
-        """The ``samples`` answer as JSON, all but ``server_time`` (the handler adds the clock at
-        the moment it answers). An answer that covers the whole window is made once per tick."""
-        sampler = self.sampler
-        if sampler is None or not sampler.history.whole_window(since):
-            return self._samples_json(since, max_points)
-        key = (max_points, sampler.history.appended)
-        with self._window_lock:  # tabs asking at the same moment wait for one answer and share it
-            cached = self._window_json
-            if cached is not None and cached[0] == key:
-                return cached[1]
-            body = self._samples_json(since, max_points)
-            self._window_json = (key, body)
-            return body
-
-    def _samples_json(self, since: float | None, max_points: int) -> str:
-        data = self.history(since, max_points)
-        # Each device also carries why its latest values are null, so a client that only polls
-        # the history can still explain a gap.
-        latest = self.latest()
-        reasons = {d["index"]: d.get("unavailable") or {} for d in (latest["devices"] if latest else ())}
-        for dev in data["devices"]:
-            dev["unavailable"] = reasons.get(dev["index"], {})
-        status = self.status()
-        return json.dumps({
-            "backend": status["backend"],
-            "status": status["status"],
-            "interval_s": status["interval_s"],
-            "window_s": status["window_s"],
-            **data,
-        }, allow_nan=False)
-
-    def history(self, since: float | None, max_points: int) -> dict[str, Any]:
-        """Downsampling an hour of 8 GPUs is real work: callers run this in a worker thread unless
-        they ask for a few seconds only."""
-        if self.sampler is None:
-            return {"timestamps": [], "devices": []}
-        return self.sampler.history.since(since, max_points=max_points)
+def _card_key(device: dict[str, Any]) -> tuple[Any, ...]:
+    """What, when it changes in a sample, makes a GPU's spec card worth reading again."""
+    return device.get("status", "ok"), device.get("uuid"), device.get("name")

@@ -20,6 +20,7 @@ import {
   metricReading,
   migText,
   NOT_AVAILABLE,
+  staleTitle,
   unavailableReason
 } from './format';
 import { METRIC_SPECS } from './metrics';
@@ -65,7 +66,7 @@ export function SidebarView(props: IViewContext): JSX.Element {
     <div className="jp-GpuWidgets-body">
       <header className="jp-GpuWidgets-header">
         <h2 className="jp-GpuWidgets-title">GPU Dashboard</h2>
-        {status && status.status === 'ok' && (
+        {status && (status.status === 'ok' || status.status === 'stale') && (
           <span className="jp-GpuWidgets-versions">
             {status.backend === 'simulated'
               ? 'simulated backend'
@@ -117,6 +118,15 @@ export function StateMessage(props: { state: MonitorState; onRetry: () => void }
       return (
         <Message kind="info" title="The GPU sampler is starting…">
           {state.reason ?? 'The server is opening the GPU backend.'} Readings appear in a moment.
+        </Message>
+      );
+    case 'stale':
+      return (
+        <Message kind="warn" title={staleTitle(state.sampleAgeS)}>
+          <p>
+            <span className="jp-GpuWidgets-reason">{state.reason ?? 'The server has no new GPU sample'}</span>.
+          </p>
+          <p>The numbers and charts below are from before then; they update again when the call returns.</p>
         </Message>
       );
     case 'no_gpu':
@@ -196,8 +206,11 @@ function GpuCard(props: { gpu: IGpu; ctx: IViewContext }): JSX.Element {
   const { gpu, ctx } = props;
   const { model } = ctx;
   const [showSpec, setShowSpec] = React.useState(false);
-  const name = gpu.name ?? 'Unknown GPU';
-  const label = `GPU ${gpu.index}: ${name}`;
+  // NVML may not tell the name (NotSupported): the card is then just "GPU <index>", and the
+  // placeholder's tooltip gives the server's reason.
+  const name = gpu.name ?? 'name not available';
+  const nameWhy = gpu.name === null ? gpu.unavailable['name'] ?? gpu.info?.unavailable['name'] ?? null : null;
+  const label = gpu.name === null ? `GPU ${gpu.index}` : `GPU ${gpu.index}: ${gpu.name}`;
   const specId = `jp-GpuWidgets-spec-${gpu.index}`;
   const tl = model.timeline;
   const cols = tl.devices.get(gpu.index) ?? null;
@@ -232,7 +245,10 @@ function GpuCard(props: { gpu: IGpu; ctx: IViewContext }): JSX.Element {
             Specs
           </button>
         </div>
-        <div className="jp-GpuWidgets-gpuName" title={gpu.uuid ? `${name}\n${gpu.uuid}` : name}>
+        <div
+          className={`jp-GpuWidgets-gpuName${gpu.name === null ? ' jp-GpuWidgets-muted' : ''}`}
+          title={[nameWhy ?? name, gpu.uuid].filter(Boolean).join('\n')}
+        >
           {name}
         </div>
       </header>

@@ -58,6 +58,11 @@ export function formatDuration(seconds: number): string {
   return rest ? `${h} h ${rest} min` : `${h} h`;
 }
 
+/** The title of the stale banner: how long no new sample has come. */
+export function staleTitle(sampleAgeS: number | null): string {
+  return sampleAgeS === null ? 'Stale: no GPU sample yet' : `Stale: no new sample for ${formatDuration(sampleAgeS)}`;
+}
+
 /** The latest values of one GPU that the numbers on a card come from. */
 export interface ILatestValues {
   index: number;

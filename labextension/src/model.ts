@@ -107,6 +107,8 @@ export function stateFromStatus(status: IStatus): MonitorState {
       return { kind: 'starting', reason: status.reason };
     case 'no_gpu':
       return { kind: 'no_gpu', reason: status.reason };
+    case 'stale':
+      return { kind: 'stale', sampleAgeS: status.sample_age_s ?? null, reason: status.reason };
     default:
       return { kind: 'ok', backend: status.backend === 'simulated' ? 'simulated' : 'nvml' };
   }
@@ -331,7 +333,9 @@ export class GpuModel implements IDisposable {
       if (this._status === null || this._status.status !== 'ok') {
         const status = await requestAPI<IStatus>('status');
         this._acceptStatus(status);
-        if (status.status !== 'ok') {
+        // Stale: the history held is still worth showing, and asking on notices the recovery
+        // (the status is asked for at every tick until it is `ok` again).
+        if (status.status !== 'ok' && status.status !== 'stale') {
           this._state = stateFromStatus(status);
           this._emit();
           return;

@@ -6,7 +6,7 @@ import { GroupItem, TextItem } from '@jupyterlab/statusbar';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { ILatestValues, summarize } from './format';
+import { ILatestValues, staleTitle, summarize } from './format';
 import { gpuIcon } from './icons';
 import { GpuModel, IGpu } from './model';
 
@@ -17,6 +17,11 @@ export function statusText(model: GpuModel): { text: string; title: string } {
     case 'loading':
     case 'starting':
       return { text: 'GPU …', title: 'The GPU monitor is starting' };
+    case 'stale':
+      return {
+        text: 'GPU stale',
+        title: `${staleTitle(state.sampleAgeS)}: ${state.reason ?? 'no reason given'}. Click to open the GPU Dashboard.`
+      };
     case 'no_gpu':
       return { text: 'No GPU', title: `No NVIDIA GPU available: ${state.reason ?? 'no reason given'}` };
     case 'extension_missing':

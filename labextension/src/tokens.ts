@@ -10,8 +10,12 @@
 /** Where readings come from; `null` while the server's sampler is starting. */
 export type BackendName = 'nvml' | 'simulated' | 'none';
 
-/** The server's overall state: `starting` until the GPU backend is opened. */
-export type ServiceStatus = 'ok' | 'no_gpu' | 'starting';
+/**
+ * The server's overall state: `starting` until the GPU backend is opened; `stale` when the
+ * newest sample is older than 3 intervals and 2 s (5 s before the first) because a driver call has
+ * not returned (the reason names it).
+ */
+export type ServiceStatus = 'ok' | 'no_gpu' | 'starting' | 'stale';
 
 /** `lost`: the GPU stopped answering NVML; the server asks again every 5 s. */
 export type DeviceStatus = 'ok' | 'lost';
@@ -25,8 +29,13 @@ export interface IUnavailable {
 export interface IStatus {
   backend: BackendName | null;
   status: ServiceStatus;
-  /** Why there is no GPU (NVML's own words), or why the sampler is not ready yet. */
+  /**
+   * Why there is no GPU (NVML's own words), why the sampler is not ready yet, or (stale) the
+   * call it waits on: "nvmlDeviceGetPowerUsage on GPU 3 has not returned".
+   */
   reason: string | null;
+  /** Seconds since the newest sample was taken, when the server answered; null before the first. */
+  sample_age_s: number | null;
   driver_version: string | null;
   /** Like "13.0". */
   cuda_driver_version: string | null;
@@ -79,13 +88,17 @@ export interface IDevices {
   devices: IDeviceInfo[];
 }
 
-/** A process using a GPU. Another user's process has null name/user/command, with a reason. */
+/** A process using a GPU. Another user's process has null name/uid/user/command, with a reason. */
 export interface IProcess {
   pid: number;
   /** Null where the platform does not say. */
   used_memory_bytes: number | null;
   name: string | null;
+  /** Real uid of the owner: the server shows in full the processes of its own uid. */
+  uid: number | null;
+  /** The owner's passwd name, or the uid as text where it has no passwd entry. */
   user: string | null;
+  /** At most 4096 bytes of UTF-8; a longer command line ends with `… (cut: N bytes in all)`. */
   command: string | null;
   unavailable: IUnavailable;
 }
@@ -173,6 +186,11 @@ export interface ISamples {
   status: ServiceStatus;
   interval_s: number;
   window_s: number;
+  /**
+   * The most points per GPU this answer holds: the `max_points` asked, lowered by the server so
+   * that all GPUs together stay within its `max_response_points` (many GPUs: coarser charts).
+   */
+  max_points: number;
   server_time: number;
   /** Unix seconds, oldest first. */
   timestamps: number[];
@@ -230,6 +248,8 @@ export type MonitorState =
   | { kind: 'no_gpu'; reason: string | null }
   /** Readings flow. */
   | { kind: 'ok'; backend: 'nvml' | 'simulated' }
+  /** No new sample for over 3 intervals: the server's sampler waits on a driver call (`reason`). */
+  | { kind: 'stale'; sampleAgeS: number | null; reason: string | null }
   /** The labextension is installed but the server extension is not enabled (404). */
   | { kind: 'extension_missing' }
   /** The Jupyter server refused us (403): the session expired or the token changed. */

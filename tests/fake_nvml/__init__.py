@@ -159,11 +159,16 @@ def _scalar(key: str, value: Any) -> str:
             raise ValueError(f"{key}: negative values are not supported ({value})")
         return str(value)
     if isinstance(value, str):
-        if "\n" in value or "\r" in value:
+        value = value.encode()
+    if isinstance(value, bytes):
+        # Raw bytes (a name that is not UTF-8) travel as \xNN escapes; so does a backslash.
+        if b"\n" in value or b"\r" in value:
             raise ValueError(f"{key}: value must be a single line")
-        if len(value.encode()) >= 96:
+        if b"\0" in value:
+            raise ValueError(f"{key}: value must not contain a NUL byte")
+        if len(value) >= 96:
             raise ValueError(f"{key}: string longer than 95 bytes")
-        return value
+        return "".join(chr(b) if 0x20 <= b < 0x7F and b != 0x5C else f"\\x{b:02x}" for b in value)
     raise TypeError(f"{key}: unsupported value type {type(value).__name__}")
 
 
@@ -206,6 +211,7 @@ def render_config(config: Mapping[str, Any]) -> str:
     for index, gpu in gpu_items:
         gpu = dict(gpu)
         gpu_errors = gpu.pop("error", {})
+        gpu_delays = gpu.pop("delay_ms", {})
         unknown = set(gpu) - GPU_FIELDS
         if unknown:
             raise ValueError(f"gpu {index}: unknown fake NVML field(s): {sorted(unknown)}")
@@ -214,6 +220,8 @@ def render_config(config: Mapping[str, Any]) -> str:
             text = _procs(key, value) if field in _PROC_FIELDS else _scalar(key, value)
             lines.append(f"{key} = {text}")
         lines += _error_lines(f"gpu.{index}.error.", gpu_errors)
+        lines += [f"gpu.{index}.delay_ms.{fn} = {_scalar(f'gpu.{index}.delay_ms.{fn}', int(ms))}"
+                  for fn, ms in gpu_delays.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -223,11 +231,13 @@ def write_config(path: Path | str, config: Mapping[str, Any]) -> None:
     ``config`` is a dict of global keys (``init_error``, ``driver_version``,
     ``nvml_version``, ``cuda_driver_version``, ``device_count``) plus
     ``"gpus"`` (a list, or a dict keyed by index, of per-GPU field dicts, each
-    optionally with an ``"error"`` dict of function name or ``"*"`` -> code),
+    optionally with an ``"error"`` dict of function name or ``"*"`` -> code
+    and a ``"delay_ms"`` dict of function name -> ms for that GPU only),
     ``"error"`` (function -> code) and ``"delay_ms"`` (function -> ms).
     ``device_count`` defaults to the number of GPUs given. ``procs`` and
     ``graphics_procs`` take ``[(pid, bytes), ...]`` (or 4-tuples adding the
-    GPU and compute instance ids). Unknown keys raise ValueError.
+    GPU and compute instance ids). A string field may be ``bytes`` (a name
+    that is not UTF-8). Unknown keys raise ValueError.
 
     The file's mtime is forced strictly past the previous one, so a process
     polling it sees every rewrite, even two within one clock tick.

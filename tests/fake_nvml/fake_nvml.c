@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE /* getline, st_mtim/st_ctim, nanosleep */
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -226,6 +227,7 @@ struct gpu_cfg {
     struct proc_list graphics_procs;
     struct err_slot err[FN_COUNT]; /* gpu.<i>.error.<function> */
     struct err_slot err_all;       /* gpu.<i>.error.* */
+    struct opt_u64 delay_ms[FN_COUNT]; /* gpu.<i>.delay_ms.<function> */
 };
 
 struct config {
@@ -428,6 +430,31 @@ static bool parse_procs(char *s, struct proc_list *out)
     return true;
 }
 
+/* Copies `src` with each `\xNN` turned into that byte, so a config can give a
+ * name that is not valid UTF-8; false if too long or if it would embed a NUL. */
+static bool unescape_str(char *dst, const char *src)
+{
+    char buf[FAKE_STR_LEN]; /* a bad value leaves the field as it was */
+    size_t n = 0;
+    for (const char *p = src; *p; n++) {
+        if (n + 1 >= FAKE_STR_LEN)
+            return false;
+        if (p[0] == '\\' && p[1] == 'x' && isxdigit((unsigned char)p[2]) && isxdigit((unsigned char)p[3])) {
+            char hex[3] = { p[2], p[3], '\0' };
+            unsigned long byte = strtoul(hex, NULL, 16);
+            if (byte == 0)
+                return false;
+            buf[n] = (char)byte;
+            p += 4;
+        } else {
+            buf[n] = *p++;
+        }
+    }
+    buf[n] = '\0';
+    memcpy(dst, buf, n + 1);
+    return true;
+}
+
 /* Returns false if `key` names a field of `fields` but `value` is bad;
  * unknown keys are ignored (true) so configs stay forward compatible. */
 static bool set_field(void *base, const struct field *fields, size_t nfields, const char *key, char *value)
@@ -439,10 +466,7 @@ static bool set_field(void *base, const struct field *fields, size_t nfields, co
         char *dst = (char *)base + f->offset;
         switch (f->kind) {
         case F_STR:
-            if (strlen(value) >= FAKE_STR_LEN)
-                return false;
-            strcpy(dst, value);
-            return true;
+            return unescape_str(dst, value);
         case F_U64:
             return parse_u64(value, f->max, (unsigned long long *)(void *)dst);
         case F_OPT_U64: {
@@ -499,6 +523,13 @@ static bool apply_line(struct config *c, const char *key, char *value)
                 return set_error(&g->err_all, value);
             int fn = fn_lookup(fname);
             return fn < 0 || set_error(&g->err[fn], value);
+        }
+        if (strncmp(field, "delay_ms.", 9) == 0) {
+            int fn = fn_lookup(field + 9);
+            if (fn < 0)
+                return true;
+            g->delay_ms[fn].set = parse_u64(value, 3600000, &g->delay_ms[fn].value);
+            return g->delay_ms[fn].set;
         }
         return set_field(g, gpu_fields, sizeof(gpu_fields) / sizeof(gpu_fields[0]), field, value);
     }
@@ -659,7 +690,17 @@ static int device_error_locked(unsigned int index, enum fn_id fn)
 struct call {
     nvmlReturn_t ret;
     unsigned long long delay_ms;
+    enum fn_id fn;
+    int gpu; /* the device's index for device functions, else -1 */
 };
+
+/* The delay that applies to `fn` (on `gpu`, or -1) in the current config. */
+static unsigned long long delay_locked(enum fn_id fn, int gpu)
+{
+    if (gpu >= 0 && g_cfg->gpus[gpu].delay_ms[fn].set)
+        return g_cfg->gpus[gpu].delay_ms[fn].value;
+    return g_cfg->delay_ms[fn];
+}
 
 static void count_call(enum fn_id fn)
 {
@@ -674,6 +715,8 @@ static bool call_begin(struct call *c, enum fn_id fn)
     pthread_mutex_lock(&g_lock);
     refresh_config_locked();
     c->ret = NVML_SUCCESS;
+    c->fn = fn;
+    c->gpu = -1;
     c->delay_ms = g_cfg->delay_ms[fn];
     if (g_init_refcount == 0) {
         c->ret = NVML_ERROR_UNINITIALIZED;
@@ -706,6 +749,8 @@ static FAKE_MAYBE_UNUSED const struct gpu_cfg *dev_begin(struct call *c, enum fn
         c->ret = NVML_ERROR_INVALID_ARGUMENT;
         return NULL;
     }
+    c->gpu = idx;
+    c->delay_ms = delay_locked(fn, idx);
     int err = device_error_locked((unsigned int)idx, fn);
     if (err != NVML_SUCCESS) {
         c->ret = err;
@@ -714,17 +759,36 @@ static FAKE_MAYBE_UNUSED const struct gpu_cfg *dev_begin(struct call *c, enum fn
     return &g_cfg->gpus[idx];
 }
 
+static unsigned long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000ULL + (unsigned long long)ts.tv_nsec / 1000000ULL;
+}
+
 /* Drops g_lock, then sleeps for delay_ms.<fn>: sleeping outside the lock lets
- * other threads' calls proceed, as they would with the real driver. */
+ * other threads' calls proceed, as they would with the real driver.  Sleeps in
+ * slices of at most 50 ms and looks at the config between them, so a rewrite
+ * that lowers the delay ends a call already sleeping: a test can hang a call
+ * (delay 3600000) and later let it return. */
 static nvmlReturn_t call_end(struct call *c)
 {
     pthread_mutex_unlock(&g_lock);
-    if (c->delay_ms > 0) {
-        struct timespec ts;
-        ts.tv_sec = (time_t)(c->delay_ms / 1000);
-        ts.tv_nsec = (long)(c->delay_ms % 1000) * 1000000L;
+    unsigned long long start = now_ms(), wanted = c->delay_ms;
+    for (;;) {
+        unsigned long long elapsed = now_ms() - start;
+        if (elapsed >= wanted)
+            break;
+        unsigned long long step = wanted - elapsed < 50 ? wanted - elapsed : 50;
+        struct timespec ts = { (time_t)0, (long)step * 1000000L };
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }
+        pthread_mutex_lock(&g_lock);
+        refresh_config_locked();
+        unsigned long long now_wanted = delay_locked(c->fn, c->gpu);
+        pthread_mutex_unlock(&g_lock);
+        if (now_wanted < wanted)
+            wanted = now_wanted;
     }
     return c->ret;
 }
@@ -821,6 +885,8 @@ static FAKE_MAYBE_UNUSED nvmlReturn_t do_init(enum fn_id fn)
     count_call(fn);
     pthread_mutex_lock(&g_lock);
     bool have_config = refresh_config_locked();
+    c.fn = fn;
+    c.gpu = -1;
     c.delay_ms = g_cfg->delay_ms[fn];
     if (!have_config)
         c.ret = NVML_ERROR_DRIVER_NOT_LOADED; /* no config = no driver */

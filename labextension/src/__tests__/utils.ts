@@ -70,6 +70,7 @@ export function status(overrides: Partial<IStatus> = {}): IStatus {
     backend: 'nvml',
     status: 'ok',
     reason: null,
+    sample_age_s: 0.2,
     driver_version: '580.65.06',
     cuda_driver_version: '13.0',
     nvml_version: '13.580.65.06',
@@ -189,6 +190,7 @@ export class FakeHistory {
       status: 'ok',
       interval_s: this.intervalS,
       window_s: 3600,
+      max_points: maxPoints,
       server_time: this.serverTime,
       timestamps: idx.map(i => this.t[i]),
       devices: devs

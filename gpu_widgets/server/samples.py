@@ -1,0 +1,166 @@
+"""The ``samples`` answers (a GPU history): bounded, made off the event loop, shared, and the
+memory they took handed back.
+
+- Bounded: all GPUs together hold at most ``max_response_points`` points, whatever the client asks
+  (``max_points`` is lowered and the answer says so).
+- Off the loop: answers over a few samples are made on one worker thread, so heavy clients queue
+  behind each other instead of each holding a copy of the history and its JSON at once.
+- Shared: identical requests waiting for the worker get one answer; a whole-window answer serves
+  for up to ``WINDOW_REUSE_S``.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from json import dumps as _dumps
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .service import GpuService
+
+HISTORY_WORKERS = 1
+# How long the history worker runs before it lets the event loop in (see _make).
+YIELD_EVERY_S = 0.002
+# A whole-window answer serves every request for that long, new samples or not: at 10 Hz it would
+# otherwise be made again each tick for clients that keep asking for the hour (their next
+# increment brings what it missed).
+WINDOW_REUSE_S = 1.0
+# The fewest points per device an answer has (downsampling needs 2: a bucket's min and max).
+MIN_POINTS = 2
+# An answer at least this big (bytes) gives freed memory back to the OS when the worker is idle.
+TRIM_AFTER_BYTES = 1 << 20
+_malloc_trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only
+
+
+def release_freed_memory() -> None:
+    """glibc keeps the pages a big answer freed in its heaps (RSS stays up after the clients
+    leave: measured in benchmarks/history_load.py); malloc_trim gives them back to the OS."""
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+class SamplesAnswers:
+    def __init__(self, service: GpuService, max_response_points: int = 32000) -> None:
+        self.service = service
+        self.max_response_points = max_response_points
+        # The last whole-window answer, keyed by (max_points, samples appended), and when it was
+        # made: a hundred tabs opening at once share one downsampling and one serialisation of the hour.
+        self._window_json: tuple[tuple[int, int], float, str] | None = None
+        self._window_lock = threading.Lock()
+        self._history_pool = ThreadPoolExecutor(HISTORY_WORKERS, thread_name_prefix="gpu-widgets-history")
+        self._inflight: dict[tuple[Any, int], Future[bytes]] = {}  # identical requests share one answer
+        self._inflight_lock = threading.Lock()
+        self._queued = 0  # answers waiting for or on the worker
+
+    def stop(self) -> None:
+        self._history_pool.shutdown(wait=False, cancel_futures=True)
+
+    def points_per_device(self, max_points: int) -> int:
+        """``max_points`` lowered so that every device together stays within
+        ``max_response_points``: the size of an answer is bounded whatever the parameters."""
+        n = self.service.sampler.history.device_count if self.service.sampler is not None else 0
+        return min(max_points, max(MIN_POINTS, self.max_response_points // max(1, n)))
+
+    def cost(self, since: float | None) -> int:
+        """Samples x devices a ``samples`` answer covers before downsampling (its work)."""
+        if self.service.sampler is None:
+            return 0
+        history = self.service.sampler.history
+        return history.count_since(since) * max(1, history.device_count)
+
+    def body(self, since: float | None, max_points: int) -> bytes:
+        """``json`` encoded and without its closing brace (the handler adds server_time)."""
+        return self.json(since, max_points)[:-1].encode()
+
+    def body_in_worker(self, since: float | None, max_points: int) -> Future[bytes]:
+        """``body`` on the history worker; a request identical to one already waiting or
+        running shares its answer (six tabs asking for the whole hour make one)."""
+        sampler = self.service.sampler
+        whole = sampler is None or sampler.history.whole_window(since)
+        key = ("window" if whole else since, self.points_per_device(max_points))
+        with self._inflight_lock:
+            future = self._inflight.get(key)
+            made = future is None
+            if future is None:
+                future = self._inflight[key] = self._history_pool.submit(self._work, since, max_points)
+                self._queued += 1
+        if made:  # outside the lock: a callback on a finished future runs right here
+            future.add_done_callback(partial(self._forget, key))
+        return future
+
+    def _work(self, since: float | None, max_points: int) -> bytes:
+        body = b""
+        try:
+            body = self.body(since, max_points)
+            return body
+        finally:
+            with self._inflight_lock:
+                self._queued -= 1
+                idle = not self._queued
+            if idle and len(body) >= TRIM_AFTER_BYTES:
+                release_freed_memory()
+
+    def _forget(self, key: tuple[Any, int], future: Future[bytes]) -> None:
+        with self._inflight_lock:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+
+    def json(self, since: float | None, max_points: int) -> str:
+        """The ``samples`` answer as JSON, all but ``server_time`` (the handler adds the clock at
+        the moment it answers). An answer that covers the whole window is made at most once per
+        tick, or per ``WINDOW_REUSE_S`` when that is longer."""
+        max_points = self.points_per_device(max_points)
+        sampler = self.service.sampler
+        if sampler is None or not sampler.history.whole_window(since):
+            return self._make(since, max_points)
+        key = (max_points, sampler.history.appended)
+        with self._window_lock:  # tabs asking at the same moment wait for one answer and share it
+            cached = self._window_json
+            if cached is not None and cached[0][0] == max_points and (
+                    cached[0] == key or time.monotonic() - cached[1] < WINDOW_REUSE_S):
+                return cached[2]
+            body = self._make(since, max_points)
+            self._window_json = (key, time.monotonic(), body)
+            return body
+
+    def _make(self, since: float | None, max_points: int) -> str:
+        times, devices = self.history(since, max_points)
+        # Each device also carries why its latest values are null, so a client that only polls
+        # the history can still explain a gap.
+        latest = self.service.latest()
+        reasons = {d["index"]: d.get("unavailable") or {} for d in (latest["devices"] if latest else ())}
+        status = self.service.status()
+        head = _dumps({
+            "backend": status["backend"],
+            "status": status["status"],
+            "interval_s": status["interval_s"],
+            "window_s": status["window_s"],
+            "max_points": max_points,
+            "timestamps": times,
+        }, allow_nan=False)
+        # One device serialised at a time: its lists are freed before the next one is made.
+        pieces = [head[:-1], ',"devices":[']
+        held_since = time.perf_counter()
+        for i, dev in enumerate(devices):
+            dev["unavailable"] = reasons.get(dev["index"], {})
+            if i:
+                pieces.append(",")
+            pieces.append(_dumps(dev, allow_nan=False))
+            if time.perf_counter() - held_since > YIELD_EVERY_S:
+                # Hand the GIL to the event loop if it waits for it, rather than at the 5 ms switch
+                # interval (each of its socket calls would wait that long again). sleep(0) does.
+                time.sleep(0)
+                held_since = time.perf_counter()
+        pieces.append("]}")
+        return "".join(pieces)
+
+    def history(self, since: float | None, max_points: int) -> tuple[list[float], Any]:
+        """The timestamps and an iterator of devices (``History.since_lazily``). Downsampling an
+        hour of many GPUs is real work: callers run this in the history worker unless they ask
+        for a few samples only (``cost``)."""
+        if self.service.sampler is None:
+            return [], iter(())
+        return self.service.sampler.history.since_lazily(since, max_points=max_points)
