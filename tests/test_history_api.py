@@ -101,16 +101,22 @@ async def test_a_heavy_request_runs_off_the_event_loop_and_an_increment_on_it(ma
     assert threads[2:] == [threading.current_thread().name]
 
 
-def test_identical_requests_waiting_for_the_worker_share_one_answer():
+def hand_ticked_service():
+    """A service over 2 simulated GPUs whose sampler is ticked by hand (30 samples to start)."""
     from gpu_widgets.backends import SimulatedBackend
     from gpu_widgets.server.service import GpuService
 
     service = GpuService(backend=SimulatedBackend(n_gpus=2, seed=1), interval_s=0.1, window_s=60.0)
     service.start_in_background()
     assert service.wait_ready(30)
-    service.sampler.stop()  # ticks by hand from here on
+    service.sampler.stop()
     for _ in range(30):
         service.sampler.tick()
+    return service
+
+
+def test_identical_requests_waiting_for_the_worker_share_one_answer():
+    service = hand_ticked_service()
     made = []
     answers = service.samples
     history = answers.history
@@ -134,16 +140,9 @@ def test_identical_requests_waiting_for_the_worker_share_one_answer():
 
 
 def test_a_whole_window_answer_serves_for_a_second_then_brings_the_new_samples(monkeypatch):
-    from gpu_widgets.backends import SimulatedBackend
     from gpu_widgets.server import samples as samples_module
-    from gpu_widgets.server.service import GpuService
 
-    service = GpuService(backend=SimulatedBackend(n_gpus=2, seed=1), interval_s=0.1, window_s=60.0)
-    service.start_in_background()
-    assert service.wait_ready(30)
-    service.sampler.stop()  # ticks by hand from here on
-    for _ in range(30):
-        service.sampler.tick()
+    service = hand_ticked_service()
     first = service.samples.json(None, 100)
     service.sampler.tick()  # a new sample, but clients asking for the hour again and again share one answer
     assert service.samples.json(None, 100) == first
