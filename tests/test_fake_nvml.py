@@ -662,7 +662,15 @@ def test_string_values_can_be_raw_bytes(lib_dir, cfg):
         assert n._nvmlGetFunctionPointer("nvmlDeviceGetName")(h, buf, 96) == 0
         emit([list(buf.value), n.nvmlDeviceGetUUID(h)])
     """
-    name, uuid = run_child(lib_dir, cfg, body)
+    proc = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
+        env=child_env(lib_dir, cfg),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    name, uuid = json.loads(proc.stdout)
     assert bytes(name) == b"Tesla \xff\xfeT4"
     assert uuid == "GPU-a\\b"
     assert "gpu.0.uuid" in proc.stderr
