@@ -272,3 +272,13 @@ def test_a_csv_saved_by_excel_with_a_byte_order_mark_loads_with_its_first_key_in
     back = TrainingMonitor.load(path)
     assert [r["step"] for r in back.rows()] == [0, 1]
     assert not any(k.startswith("\ufeff") for k in back.rows()[0])
+
+
+def test_a_step_beyond_64_bits_is_refused_with_a_clear_error_and_nothing_changes():
+    mon = make()
+    mon.log(loss=1.0)
+    with pytest.raises(ValueError, match=r"log\(step=18446744073709551616\): steps are stored as 64-bit ints"):
+        mon.log(2**64, loss=2.0)
+    mon.log(2**63 - 1, loss=3.0)  # the largest step still fits
+    assert [(r["step"], r["loss"]) for r in mon.rows()] == [(0, 1.0), (2**63 - 1, 3.0)]
+    mon.finish()

@@ -19,6 +19,9 @@ def number_in(name: str, value: Any, lo: float, hi: float) -> float:
     return float(value)
 
 
+MAX_STEP = 2**63 - 1  # steps live in an array("q")
+
+
 def checked_step(step: Any, values: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """A log() step that is not a plain non-negative int: -1 means "the next step"."""
     if isinstance(step, Mapping):  # log({"loss": 0.3}) reads naturally too
@@ -34,4 +37,6 @@ def checked_step(step: Any, values: dict[str, Any]) -> tuple[int, dict[str, Any]
     step = step.__index__()  # NumPy and tensor integers
     if step < 0:
         raise ValueError(f"log(step={step}): steps start at 0")
+    if step > MAX_STEP:
+        raise ValueError(f"log(step={step}): steps are stored as 64-bit ints, at most {MAX_STEP}")
     return step, values

@@ -28,7 +28,7 @@ import numpy as np
 from ..sampler import Sampler
 from . import cell_hooks, sampling
 from .advice import advice_for_run
-from .arguments import checked_step, number_in, positive_int
+from .arguments import MAX_STEP, checked_step, number_in, positive_int
 from .background import Resources, timer_loop
 from .batches import batch_size_of, device_of
 from .charts import ChartPlan
@@ -246,7 +246,7 @@ class TrainingMonitor:
                     self._before_log()
                 if step is None:
                     step = self._records.next_step
-                elif type(step) is not int or step < 0:
+                elif type(step) is not int or step < 0 or step > MAX_STEP:
                     step, values = checked_step(step, values)
                     if step < 0:
                         step = self._records.next_step
