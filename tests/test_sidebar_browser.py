@@ -86,6 +86,14 @@ class Page:
     def status_item(self) -> Any:
         return self.page.get_by_role("button", name=re.compile(r"^GPU status: "))
 
+    def dark_theme(self) -> None:
+        """Switch to JupyterLab Dark from the Settings menu, as a person would."""
+        self.page.get_by_role("menuitem", name="Settings").click()
+        self.page.locator('.lm-Menu-item[data-type="submenu"]', has_text=re.compile(r"^Theme$")).click()
+        self.page.get_by_role("menuitem", name="JupyterLab Dark", exact=True).click()
+        expect(self.page.locator("body")).to_have_attribute("data-jp-theme-light", "false", timeout=30_000)
+        expect(self.page.locator("#jupyterlab-splash")).to_have_count(0, timeout=30_000)  # the switch's splash
+
     def screenshot(self, name: str) -> None:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
@@ -481,6 +489,9 @@ def test_a_hung_nvml_call_shows_a_stale_banner_naming_it_until_it_returns(browse
                 "aria-valuetext", "97 %")
             expect(page.status_item()).to_contain_text("GPU stale")
             page.screenshot("sidebar-stale")
+            page.dark_theme()  # the banner must stay readable there too
+            expect(banner).to_be_visible()
+            page.screenshot("sidebar-stale-dark")
             write_config(config, dictated())  # the call returns
             expect(page.panel.get_by_role("status", name=re.compile(r"^Stale"))).to_have_count(0, timeout=30_000)
             expect(page.status_item()).not_to_contain_text("stale")
