@@ -1,26 +1,19 @@
 /**
- * The sidebar's React views: the state messages, one card per GPU (numbers, history charts,
- * throttle legend, processes, spec card on demand).
+ * The sidebar's React views: the panel and one card per GPU (numbers, history charts, throttle
+ * legend). The state messages are in stateMessage.tsx, processes and the spec card in cardDetails.tsx.
  *
  * Views only read the model; the one side effect, drawing a chart, happens in an effect.
  * Numbers carry ARIA roles (`meter` with `aria-valuenow`) so that tests and assistive
  * technology read the same values people see.
  */
-import { notebookIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { HistoryChart, IChartData } from './chart';
 import {
-  formatBandwidth,
-  formatBytes,
   formatClock,
   formatDuration,
-  formatGiB,
-  formatNumber,
   metricReading,
-  migText,
   NOT_AVAILABLE,
-  staleTitle,
   unavailableReason
 } from './format';
 import { METRIC_SPECS } from './metrics';
@@ -35,15 +28,10 @@ import {
   throttleEpisodes,
   throttleLabel
 } from './series';
-import {
-  ENABLE_COMMAND,
-  IAttributedProcess,
-  IDeviceInfo,
-  IDLE_REASON,
-  MetricId,
-  MonitorState,
-  SIMULATED_HINT
-} from './tokens';
+import { IDLE_REASON, MetricId, SIMULATED_HINT } from './tokens';
+
+import { ProcessList, SpecCard } from './cardDetails';
+import { StateMessage } from './stateMessage';
 
 /** What every view below needs from the sidebar widget. */
 export interface IViewContext {
@@ -98,110 +86,6 @@ export function SidebarView(props: IViewContext): JSX.Element {
 }
 
 /** What to say (and what to do) in every state but `ok`. */
-export function StateMessage(props: { state: MonitorState; onRetry: () => void }): JSX.Element | null {
-  const { state, onRetry } = props;
-  const retry = (
-    <button className="jp-GpuWidgets-button" onClick={onRetry}>
-      Retry now
-    </button>
-  );
-  switch (state.kind) {
-    case 'ok':
-      return null;
-    case 'loading':
-      return (
-        <Message kind="info" title="Connecting to the GPU monitor…">
-          Asking the gpu-widgets server extension for GPU readings.
-        </Message>
-      );
-    case 'starting':
-      return (
-        <Message kind="info" title="The GPU sampler is starting…">
-          {state.reason ?? 'The server is opening the GPU backend.'} Readings appear in a moment.
-        </Message>
-      );
-    case 'stale':
-      return (
-        <Message kind="warn" title={staleTitle(state.sampleAgeS)}>
-          <p>
-            <span className="jp-GpuWidgets-reason">{state.reason ?? 'The server has no new GPU sample'}</span>.
-          </p>
-          <p>The numbers and charts below are from before then; they update again when the call returns.</p>
-        </Message>
-      );
-    case 'no_gpu':
-      return (
-        <Message kind="warn" title="No NVIDIA GPU available">
-          <p>
-            NVML says: <q className="jp-GpuWidgets-reason">{state.reason ?? 'no reason given'}</q>
-          </p>
-          <p>
-            gpu-widgets reads GPUs through the NVIDIA driver's NVML library (libnvidia-ml.so.1) on
-            the machine that runs the Jupyter server. Install the NVIDIA driver there, or run the
-            server where the GPUs are. For a demo without a GPU, start JupyterLab with{' '}
-            <code>{SIMULATED_HINT}</code>.
-          </p>
-        </Message>
-      );
-    case 'extension_missing':
-      return (
-        <Message kind="error" title="The gpu-widgets server extension is not enabled">
-          <p>The GPU readings come from a Jupyter server extension that this server did not load. Run:</p>
-          <pre className="jp-GpuWidgets-command">
-            <code>{ENABLE_COMMAND}</code>
-          </pre>
-          <p>and restart JupyterLab.</p>
-        </Message>
-      );
-    case 'forbidden':
-      return (
-        <Message kind="error" title="The Jupyter server refused the request (403)">
-          <p>{state.message}</p>
-          <p>Your session may have expired: reload the page and log in again.</p>
-        </Message>
-      );
-    case 'server_error':
-      return (
-        <Message kind="error" title="The gpu-widgets server extension reported an error">
-          <p>
-            {state.status !== null && `HTTP ${state.status}${state.code ? ` (${state.code})` : ''}: `}
-            <span className="jp-GpuWidgets-reason">{state.message}</span>
-          </p>
-          <p>The Jupyter server's log has the details. Retrying automatically. {retry}</p>
-        </Message>
-      );
-    case 'network':
-      return (
-        <Message kind="error" title="Cannot reach the Jupyter server">
-          <p>{state.message}.</p>
-          <p>
-            Retrying automatically
-            {state.retryInMs !== null && `, next try in about ${formatDuration(state.retryInMs / 1000)}`}
-            ; the wait grows while the server does not answer. {retry}
-          </p>
-        </Message>
-      );
-  }
-}
-
-function Message(props: {
-  kind: 'info' | 'warn' | 'error';
-  title: string;
-  children: React.ReactNode;
-}): JSX.Element {
-  return (
-    <div
-      className={`jp-GpuWidgets-message jp-mod-${props.kind}`}
-      role={props.kind === 'error' ? 'alert' : 'status'}
-      aria-label={props.title}
-    >
-      <h3 className="jp-GpuWidgets-messageTitle">{props.title}</h3>
-      <div className="jp-GpuWidgets-messageBody">{props.children}</div>
-    </div>
-  );
-}
-
-/** One GPU. */
 function GpuCard(props: { gpu: IGpu; ctx: IViewContext }): JSX.Element {
   const { gpu, ctx } = props;
   const { model } = ctx;
@@ -423,141 +307,3 @@ function Legend(props: { episodes: readonly IEpisode[] }): JSX.Element | null {
 }
 
 /** The processes on one GPU, with the notebook that owns each (click to open it). */
-function ProcessList(props: { gpu: IGpu; openPath: (path: string) => void }): JSX.Element {
-  const { gpu, openPath } = props;
-  const procs = gpu.processes;
-  let body: React.ReactNode;
-  if (gpu.lost) {
-    body = <p className="jp-GpuWidgets-muted">Not available while the GPU is lost.</p>;
-  } else if (procs === null) {
-    body = <p className="jp-GpuWidgets-muted">{gpu.processesUnavailable ?? 'Reading the process list…'}</p>;
-  } else if (!procs.length) {
-    body = <p className="jp-GpuWidgets-muted">No processes on this GPU.</p>;
-  } else {
-    body = (
-      <ul className="jp-GpuWidgets-processList" aria-label={`Processes on GPU ${gpu.index}`}>
-        {procs.map(p => (
-          <ProcessItem key={p.pid} proc={p} openPath={openPath} />
-        ))}
-      </ul>
-    );
-  }
-  return (
-    <div className="jp-GpuWidgets-processes">
-      <h4 className="jp-GpuWidgets-subtitle">
-        Processes{procs && procs.length ? <span className="jp-GpuWidgets-count">{procs.length}</span> : null}
-      </h4>
-      {body}
-    </div>
-  );
-}
-
-/** A field the server did not give (another user's process): a short word, the reason on hover. */
-function Hidden(props: { reason: string | undefined; long?: boolean }): JSX.Element {
-  const reason = props.reason ?? 'not available';
-  // "belongs to another user (hidden; set ... to show)" -> "belongs to another user"
-  const short = props.long ? reason.split(' (')[0] : 'hidden';
-  return (
-    <span className="jp-GpuWidgets-hidden" title={reason}>
-      {short}
-    </span>
-  );
-}
-
-function ProcessItem(props: { proc: IAttributedProcess; openPath: (path: string) => void }): JSX.Element {
-  const { proc, openPath } = props;
-  const u = proc.unavailable ?? {};
-  const path = proc.notebook_path;
-  return (
-    <li className="jp-GpuWidgets-process" aria-label={`Process ${proc.pid}`}>
-      <div className="jp-GpuWidgets-processMain">
-        <span className="jp-GpuWidgets-pid" title="Process id">
-          {proc.pid}
-        </span>
-        <span className="jp-GpuWidgets-user" title="User">
-          {proc.user ?? <Hidden reason={u['user']} />}
-        </span>
-        <span className="jp-GpuWidgets-procMem" title="GPU memory used by this process">
-          {proc.used_memory_bytes !== null ? formatBytes(proc.used_memory_bytes) : '—'}
-        </span>
-      </div>
-      <div className="jp-GpuWidgets-procCommand" title={proc.command ?? u['command'] ?? undefined}>
-        {proc.command ?? <Hidden reason={u['command']} long />}
-      </div>
-      {path && (
-        <button
-          className="jp-GpuWidgets-notebook"
-          onClick={() => openPath(path)}
-          title={`Open ${path} (kernel ${proc.kernel_id ?? 'unknown'})`}
-          aria-label={`Open notebook ${path}`}
-        >
-          <notebookIcon.react tag="span" className="jp-GpuWidgets-notebookIcon" />
-          <span className="jp-GpuWidgets-notebookPath">{path}</span>
-        </button>
-      )}
-    </li>
-  );
-}
-
-/** The spec card: the static facts of one GPU (`devices`). */
-function SpecCard(props: { id: string; index: number; info: IDeviceInfo | null }): JSX.Element {
-  const { id, index, info } = props;
-  if (!info) {
-    return (
-      <div id={id} className="jp-GpuWidgets-spec jp-GpuWidgets-muted">
-        Reading the specifications…
-      </div>
-    );
-  }
-  const u = info.unavailable ?? {};
-  const na = (field: string): JSX.Element => (
-    <span className="jp-GpuWidgets-muted" title={u[field] ?? 'not available'}>
-      n/a
-    </span>
-  );
-  const rows: [string, React.ReactNode][] = [
-    ['Memory', info.memory_total_bytes !== null ? `${formatGiB(info.memory_total_bytes)} GiB` : na('memory_total_bytes')],
-    [
-      'Power limit',
-      info.power_limit_w !== null
-        ? `${formatNumber(info.power_limit_w)} W${
-            info.power_default_limit_w !== null && info.power_default_limit_w !== info.power_limit_w
-              ? ` (default ${formatNumber(info.power_default_limit_w)} W)`
-              : ''
-          }`
-        : na('power_limit_w')
-    ],
-    ['Max SM clock', info.max_sm_clock_mhz !== null ? `${info.max_sm_clock_mhz} MHz` : na('max_sm_clock_mhz')],
-    [
-      'Max memory clock',
-      info.max_memory_clock_mhz !== null ? `${info.max_memory_clock_mhz} MHz` : na('max_memory_clock_mhz')
-    ],
-    ['CUDA cores', info.cores !== null ? info.cores.toLocaleString('en-US') : na('cores')],
-    ['Memory bus', info.memory_bus_width_bits !== null ? `${info.memory_bus_width_bits} bit` : na('memory_bus_width_bits')],
-    [
-      'Peak bandwidth',
-      info.memory_bandwidth_bytes_per_s !== null
-        ? formatBandwidth(info.memory_bandwidth_bytes_per_s)
-        : na('memory_bandwidth_bytes_per_s')
-    ],
-    [
-      'PCIe',
-      info.pcie_max_generation !== null && info.pcie_max_width !== null
-        ? `Gen ${info.pcie_max_generation} x${info.pcie_max_width}`
-        : na('pcie_max_generation')
-    ],
-    ['Compute capability', info.compute_capability ?? na('compute_capability')],
-    ['MIG mode', migText(info) ?? na('mig_mode')],
-    ['UUID', info.uuid ?? na('uuid')]
-  ];
-  return (
-    <dl id={id} className="jp-GpuWidgets-spec" aria-label={`Specifications of GPU ${index}`}>
-      {rows.map(([k, v]) => (
-        <React.Fragment key={k}>
-          <dt>{k}</dt>
-          <dd>{v}</dd>
-        </React.Fragment>
-      ))}
-    </dl>
-  );
-}

@@ -1,0 +1,148 @@
+/**
+ * A GPU card's details: its processes (with the notebook that owns each) and its spec card.
+ */
+import { notebookIcon } from '@jupyterlab/ui-components';
+import * as React from 'react';
+
+import { formatBandwidth, formatBytes, formatGiB, formatNumber, migText } from './format';
+import { IGpu } from './model';
+import { IAttributedProcess, IDeviceInfo } from './tokens';
+
+export function ProcessList(props: { gpu: IGpu; openPath: (path: string) => void }): JSX.Element {
+  const { gpu, openPath } = props;
+  const procs = gpu.processes;
+  let body: React.ReactNode;
+  if (gpu.lost) {
+    body = <p className="jp-GpuWidgets-muted">Not available while the GPU is lost.</p>;
+  } else if (procs === null) {
+    body = <p className="jp-GpuWidgets-muted">{gpu.processesUnavailable ?? 'Reading the process list…'}</p>;
+  } else if (!procs.length) {
+    body = <p className="jp-GpuWidgets-muted">No processes on this GPU.</p>;
+  } else {
+    body = (
+      <ul className="jp-GpuWidgets-processList" aria-label={`Processes on GPU ${gpu.index}`}>
+        {procs.map(p => (
+          <ProcessItem key={p.pid} proc={p} openPath={openPath} />
+        ))}
+      </ul>
+    );
+  }
+  return (
+    <div className="jp-GpuWidgets-processes">
+      <h4 className="jp-GpuWidgets-subtitle">
+        Processes{procs && procs.length ? <span className="jp-GpuWidgets-count">{procs.length}</span> : null}
+      </h4>
+      {body}
+    </div>
+  );
+}
+
+/** A field the server did not give (another user's process): a short word, the reason on hover. */
+function Hidden(props: { reason: string | undefined; long?: boolean }): JSX.Element {
+  const reason = props.reason ?? 'not available';
+  // "belongs to another user (hidden; set ... to show)" -> "belongs to another user"
+  const short = props.long ? reason.split(' (')[0] : 'hidden';
+  return (
+    <span className="jp-GpuWidgets-hidden" title={reason}>
+      {short}
+    </span>
+  );
+}
+
+function ProcessItem(props: { proc: IAttributedProcess; openPath: (path: string) => void }): JSX.Element {
+  const { proc, openPath } = props;
+  const u = proc.unavailable ?? {};
+  const path = proc.notebook_path;
+  return (
+    <li className="jp-GpuWidgets-process" aria-label={`Process ${proc.pid}`}>
+      <div className="jp-GpuWidgets-processMain">
+        <span className="jp-GpuWidgets-pid" title="Process id">
+          {proc.pid}
+        </span>
+        <span className="jp-GpuWidgets-user" title="User">
+          {proc.user ?? <Hidden reason={u['user']} />}
+        </span>
+        <span className="jp-GpuWidgets-procMem" title="GPU memory used by this process">
+          {proc.used_memory_bytes !== null ? formatBytes(proc.used_memory_bytes) : '—'}
+        </span>
+      </div>
+      <div className="jp-GpuWidgets-procCommand" title={proc.command ?? u['command'] ?? undefined}>
+        {proc.command ?? <Hidden reason={u['command']} long />}
+      </div>
+      {path && (
+        <button
+          className="jp-GpuWidgets-notebook"
+          onClick={() => openPath(path)}
+          title={`Open ${path} (kernel ${proc.kernel_id ?? 'unknown'})`}
+          aria-label={`Open notebook ${path}`}
+        >
+          <notebookIcon.react tag="span" className="jp-GpuWidgets-notebookIcon" />
+          <span className="jp-GpuWidgets-notebookPath">{path}</span>
+        </button>
+      )}
+    </li>
+  );
+}
+
+/** The spec card: the static facts of one GPU (`devices`). */
+export function SpecCard(props: { id: string; index: number; info: IDeviceInfo | null }): JSX.Element {
+  const { id, index, info } = props;
+  if (!info) {
+    return (
+      <div id={id} className="jp-GpuWidgets-spec jp-GpuWidgets-muted">
+        Reading the specifications…
+      </div>
+    );
+  }
+  const u = info.unavailable ?? {};
+  const na = (field: string): JSX.Element => (
+    <span className="jp-GpuWidgets-muted" title={u[field] ?? 'not available'}>
+      n/a
+    </span>
+  );
+  const rows: [string, React.ReactNode][] = [
+    ['Memory', info.memory_total_bytes !== null ? `${formatGiB(info.memory_total_bytes)} GiB` : na('memory_total_bytes')],
+    [
+      'Power limit',
+      info.power_limit_w !== null
+        ? `${formatNumber(info.power_limit_w)} W${
+            info.power_default_limit_w !== null && info.power_default_limit_w !== info.power_limit_w
+              ? ` (default ${formatNumber(info.power_default_limit_w)} W)`
+              : ''
+          }`
+        : na('power_limit_w')
+    ],
+    ['Max SM clock', info.max_sm_clock_mhz !== null ? `${info.max_sm_clock_mhz} MHz` : na('max_sm_clock_mhz')],
+    [
+      'Max memory clock',
+      info.max_memory_clock_mhz !== null ? `${info.max_memory_clock_mhz} MHz` : na('max_memory_clock_mhz')
+    ],
+    ['CUDA cores', info.cores !== null ? info.cores.toLocaleString('en-US') : na('cores')],
+    ['Memory bus', info.memory_bus_width_bits !== null ? `${info.memory_bus_width_bits} bit` : na('memory_bus_width_bits')],
+    [
+      'Peak bandwidth',
+      info.memory_bandwidth_bytes_per_s !== null
+        ? formatBandwidth(info.memory_bandwidth_bytes_per_s)
+        : na('memory_bandwidth_bytes_per_s')
+    ],
+    [
+      'PCIe',
+      info.pcie_max_generation !== null && info.pcie_max_width !== null
+        ? `Gen ${info.pcie_max_generation} x${info.pcie_max_width}`
+        : na('pcie_max_generation')
+    ],
+    ['Compute capability', info.compute_capability ?? na('compute_capability')],
+    ['MIG mode', migText(info) ?? na('mig_mode')],
+    ['UUID', info.uuid ?? na('uuid')]
+  ];
+  return (
+    <dl id={id} className="jp-GpuWidgets-spec" aria-label={`Specifications of GPU ${index}`}>
+      {rows.map(([k, v]) => (
+        <React.Fragment key={k}>
+          <dt>{k}</dt>
+          <dd>{v}</dd>
+        </React.Fragment>
+      ))}
+    </dl>
+  );
+}
