@@ -5,7 +5,7 @@ import { notebookIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { formatBandwidth, formatBytes, formatGiB, formatNumber, migText } from './format';
-import { IGpu } from './model';
+import { IGpu } from './gpus';
 import { IAttributedProcess, IDeviceInfo } from './tokens';
 
 export function ProcessList(props: { gpu: IGpu; openPath: (path: string) => void }): JSX.Element {

@@ -17,7 +17,8 @@ import {
   unavailableReason
 } from './format';
 import { METRIC_SPECS } from './metrics';
-import { GpuModel, IGpu } from './model';
+import { IGpu } from './gpus';
+import { GpuModel } from './model';
 import { IPalette } from './palette';
 import {
   episodeKind,

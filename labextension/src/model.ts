@@ -20,7 +20,9 @@ import { IDisposable } from '@lumino/disposable';
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { ILatestValues } from './format';
+import { buildGpus, IGpu } from './gpus';
+import { stateFromError, stateFromStatus } from './monitorState';
+import { MAX_BACKOFF_MS, MAX_MAX_POINTS, MIN_MAX_POINTS, MIN_PROCESS_INTERVAL_MS, STATUS_BAR_INTERVAL_MS } from './pollLimits';
 import { requestAPI } from './request';
 import { Timeline } from './series';
 import {
@@ -31,7 +33,6 @@ import {
 } from './settings';
 import {
   ApiError,
-  IAttributedProcess,
   IDeviceInfo,
   IDevices,
   IProcesses,
@@ -41,78 +42,8 @@ import {
   MonitorState
 } from './tokens';
 
-/** Poll period when only the status-bar item needs data. */
-export const STATUS_BAR_INTERVAL_MS = 5000;
-/** The longest wait between two tries while the server does not answer. */
-export const MAX_BACKOFF_MS = 30000;
-/** The process list is read on the server every 2 s (slow cadence): no use asking faster. */
-export const MIN_PROCESS_INTERVAL_MS = 2000;
-/** Bounds of `max_points` (2 points per chart pixel: min/max buckets). */
-export const MIN_MAX_POINTS = 120;
-export const MAX_MAX_POINTS = 2000;
 /** Chart width assumed until a view says otherwise. */
 const DEFAULT_CHART_WIDTH_PX = 300;
-
-/** One GPU as the views show it. */
-export interface IGpu {
-  index: number;
-  uuid: string | null;
-  name: string | null;
-  /** The GPU stopped answering (its newest point is lost, or its spec card says so). */
-  lost: boolean;
-  /** The spec card, once `devices` has been read. */
-  info: IDeviceInfo | null;
-  /** The newest values (null before the first sample). */
-  latest: ILatestValues | null;
-  /** Unix seconds of `latest`. */
-  latestTimestamp: number | null;
-  /** Its processes; null before the first read or when they could not be read. */
-  processes: IAttributedProcess[] | null;
-  /** Why `processes` is null (server's reason), when it is. */
-  processesUnavailable: string | null;
-  /**
-   * Why a field of the latest sample is null (field name -> server's reason), from the
-   * newest samples answer that included this GPU; empty when none is known.
-   */
-  unavailable: IUnavailable;
-}
-
-/** Turn a request failure into the state the sidebar shows. */
-export function stateFromError(error: unknown, retryInMs: number | null = null): MonitorState {
-  if (error instanceof ApiError) {
-    switch (error.kind) {
-      case 'network':
-        return { kind: 'network', message: error.message, retryInMs };
-      case 'bad_response':
-        return { kind: 'server_error', status: error.status, code: null, message: error.message };
-      case 'http':
-        // The server's own 404 page (not our JSON): the routes are not there at all.
-        if (error.status === 404 && error.code === null) {
-          return { kind: 'extension_missing' };
-        }
-        if (error.status === 403) {
-          return { kind: 'forbidden', message: error.message };
-        }
-        return { kind: 'server_error', status: error.status, code: error.code, message: error.message };
-    }
-  }
-  const message = error instanceof Error ? error.message : String(error);
-  return { kind: 'server_error', status: null, code: null, message: `unexpected error in the sidebar: ${message}` };
-}
-
-/** The state for a status answer. */
-export function stateFromStatus(status: IStatus): MonitorState {
-  switch (status.status) {
-    case 'starting':
-      return { kind: 'starting', reason: status.reason };
-    case 'no_gpu':
-      return { kind: 'no_gpu', reason: status.reason };
-    case 'stale':
-      return { kind: 'stale', sampleAgeS: status.sample_age_s ?? null, reason: status.reason };
-    default:
-      return { kind: 'ok', backend: status.backend === 'simulated' ? 'simulated' : 'nvml' };
-  }
-}
 
 export namespace GpuModel {
   export interface IOptions {
@@ -434,53 +365,10 @@ export class GpuModel implements IDisposable {
   }
 
   private _emit(): void {
-    this._gpus = this._buildGpus();
+    this._gpus = buildGpus(this._timeline, this._devices, this._processes, this._unavailable);
     this._changed.emit();
   }
 
-  private _buildGpus(): IGpu[] {
-    const tl = this._timeline;
-    const n = tl.length;
-    const indices = new Set<number>([...tl.devices.keys(), ...this._devices.keys()]);
-    const procs = new Map((this._processes?.devices ?? []).map(d => [d.index, d]));
-    const out: IGpu[] = [];
-    for (const index of [...indices].sort((a, b) => a - b)) {
-      const cols = tl.devices.get(index);
-      const info = this._devices.get(index) ?? null;
-      let latest: ILatestValues | null = null;
-      let lost = info?.status === 'lost';
-      if (cols && n) {
-        const i = n - 1;
-        const v = cols.values;
-        lost = cols.lost[i];
-        latest = {
-          index,
-          lost,
-          utilization_gpu_percent: v.utilization_gpu_percent[i],
-          utilization_memory_percent: v.utilization_memory_percent[i],
-          memory_used_bytes: v.memory_used_bytes[i],
-          memory_total_bytes: v.memory_total_bytes[i] ?? info?.memory_total_bytes ?? null,
-          temperature_c: v.temperature_c[i],
-          power_w: v.power_w[i],
-          power_limit_w: v.power_limit_w[i] ?? info?.power_limit_w ?? null
-        };
-      }
-      const p = procs.get(index);
-      out.push({
-        index,
-        uuid: cols?.uuid ?? info?.uuid ?? null,
-        name: cols?.name ?? info?.name ?? null,
-        lost,
-        info,
-        latest,
-        latestTimestamp: latest ? tl.t[n - 1] : null,
-        processes: p?.processes ?? null,
-        processesUnavailable: p && p.processes === null ? p.unavailable['processes'] ?? 'not available' : null,
-        unavailable: this._unavailable.get(index) ?? {}
-      });
-    }
-    return out;
-  }
 
   private _autoPoll: boolean;
   private _changed = new Signal<this, void>(this);

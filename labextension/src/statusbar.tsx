@@ -8,7 +8,8 @@ import * as React from 'react';
 
 import { ILatestValues, staleTitle, summarize } from './format';
 import { gpuIcon } from './icons';
-import { GpuModel, IGpu } from './model';
+import { IGpu } from './gpus';
+import { GpuModel } from './model';
 
 /** The text and tooltip of the item for the model's current state. */
 export function statusText(model: GpuModel): { text: string; title: string } {

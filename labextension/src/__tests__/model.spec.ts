@@ -2,7 +2,8 @@
  * The sidebar model with the request module replaced by an endpoint table.
  */
 import { metricReading } from '../format';
-import { GpuModel, MAX_BACKOFF_MS, STATUS_BAR_INTERVAL_MS } from '../model';
+import { GpuModel } from '../model';
+import { MAX_BACKOFF_MS, STATUS_BAR_INTERVAL_MS } from '../pollLimits';
 import { requestAPI } from '../request';
 import { ENABLE_COMMAND } from '../tokens';
 import { devices, FakeHistory, GIB, MockApi, processes, status, until } from './utils';
