@@ -60,7 +60,7 @@ def compare_with_nvidia_smi() -> dict[str, Any]:
     if smi is None:
         return {"skipped": "nvidia-smi not found on PATH"}
     from gpu_widgets.backends import open_backend
-    from gpu_widgets.snapshot import take
+    from gpu_widgets.sampling.snapshot import take
 
     backend = open_backend("nvml")
     if backend.status != "ok":

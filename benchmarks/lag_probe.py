@@ -131,7 +131,7 @@ class PrefillHandler(_Base):
         sampler = _sampler(self.settings)
 
         def fill() -> int:
-            from gpu_widgets.history import History
+            from gpu_widgets.store.history import History
 
             while sampler.latest is None:
                 time.sleep(0.05)

@@ -19,8 +19,8 @@ import tempfile
 import time
 
 from gpu_widgets.backends import NoGpuBackend
-from gpu_widgets.monitor.monitor import RUNNING, TrainingMonitor, _now
-from gpu_widgets.sampler import Sampler
+from gpu_widgets.widgets.monitor import RUNNING, TrainingMonitor, _now
+from gpu_widgets.sampling.sampler import Sampler
 
 
 def main() -> None:

@@ -32,8 +32,8 @@ KINDS = ("sampler", "monitor-gpu", "monitor")
 
 
 def worker(kind: str) -> None:
-    from gpu_widgets.nvml import NvmlBackend
-    from gpu_widgets.sampler import Sampler
+    from gpu_widgets.backends.nvml import NvmlBackend
+    from gpu_widgets.sampling.sampler import Sampler
 
     state: dict[str, Any] = {}
 
@@ -45,8 +45,8 @@ def worker(kind: str) -> None:
         sampler._read_slow()
         state.update(sampler=sampler, clock=clock, t=0)
         if kind.startswith("monitor"):
-            from gpu_widgets.monitor import monitor as monitor_module
-            from gpu_widgets.monitor.monitor import TrainingMonitor
+            from gpu_widgets.widgets import monitor as monitor_module
+            from gpu_widgets.widgets.monitor import TrainingMonitor
 
             monitor_module._now = lambda: clock.t
             runs = state["runs"] = tempfile.TemporaryDirectory(prefix="gw-bench-runs-")

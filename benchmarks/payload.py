@@ -73,10 +73,10 @@ class FakeClock:
 
 def worker() -> None:
     _install_recording_comm()
-    from gpu_widgets.monitor import monitor as monitor_module
-    from gpu_widgets.monitor.monitor import TrainingMonitor
-    from gpu_widgets.nvml import NvmlBackend
-    from gpu_widgets.sampler import Sampler
+    from gpu_widgets.widgets import monitor as monitor_module
+    from gpu_widgets.widgets.monitor import TrainingMonitor
+    from gpu_widgets.backends.nvml import NvmlBackend
+    from gpu_widgets.sampling.sampler import Sampler
 
     original_draw = TrainingMonitor._draw
 

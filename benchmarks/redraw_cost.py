@@ -16,8 +16,8 @@ import statistics
 import time
 
 from gpu_widgets.backends import SimulatedBackend
-from gpu_widgets.monitor.monitor import TrainingMonitor
-from gpu_widgets.sampler import Sampler
+from gpu_widgets.widgets.monitor import TrainingMonitor
+from gpu_widgets.sampling.sampler import Sampler
 
 
 def redraw_ms(gpus: int, rounds: int = 200) -> list[float]:

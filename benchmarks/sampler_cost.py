@@ -97,8 +97,8 @@ def _floor() -> dict[str, Callable[[], None]]:
 
 
 def _ours() -> dict[str, Callable[[], None]]:
-    from gpu_widgets.nvml import NvmlBackend
-    from gpu_widgets.sampler import Sampler
+    from gpu_widgets.backends.nvml import NvmlBackend
+    from gpu_widgets.sampling.sampler import Sampler
 
     backend = NvmlBackend()
     # A sampler as the server has it, with its threads stopped: we call what they call.

@@ -12,9 +12,9 @@ __all__ = ["GpuDashboard", "RunFileError", "TrainingMonitor", "__version__"]
 
 # name -> module that defines it, imported lazily by __getattr__
 _LAZY = {
-    "TrainingMonitor": "gpu_widgets.monitor.monitor",
-    "GpuDashboard": "gpu_widgets.monitor.dashboard",
-    "RunFileError": "gpu_widgets.monitor.run_files",  # what load() raises for a damaged file
+    "TrainingMonitor": "gpu_widgets.widgets.monitor",
+    "GpuDashboard": "gpu_widgets.widgets.dashboard",
+    "RunFileError": "gpu_widgets.runs.run_files",  # what load() raises for a damaged file
 }
 
 
@@ -35,13 +35,13 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext gpu_widgets``: registers ``%gpuwatch`` / ``%%gpuwatch``."""
-    from .monitor.magic import load_ipython_extension as load
+    from .magic import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from .monitor.magic import unload_ipython_extension as unload
+    from .magic import unload_ipython_extension as unload
 
     unload(ipython)
 

@@ -73,7 +73,7 @@ def in_process_fake_nvml(fake_nvml_lib: Path, fake_nvml_config: dict, tmp_path: 
     List it before jp_fetch so the driver is in place when the server starts."""
     import ctypes
 
-    from gpu_widgets.nvml.library import NVML
+    from gpu_widgets.backends.nvml.library import NVML
 
     config = tmp_path / "fake-nvml.conf"
     write_config(config, fake_nvml_config)

@@ -63,10 +63,10 @@ class FakeNvml:
         self._lock = threading.Lock()
         self.inited = 0
 
-    # The seam NvmlBackend uses (stands in for gpu_widgets.nvml.library.Nvml).
+    # The seam NvmlBackend uses (stands in for gpu_widgets.backends.nvml.library.Nvml).
     def ensure(self) -> "FakeNvml":
-        from gpu_widgets.nvml.library import NoGpu
-        from gpu_widgets.nvml.errors import classify
+        from gpu_widgets.backends.nvml.library import NoGpu
+        from gpu_widgets.backends.nvml.errors import classify
 
         if self.init_error is not None:
             raise NoGpu(classify(pynvml.NVMLError(self.init_error)).reason)

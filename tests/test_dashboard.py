@@ -8,7 +8,7 @@ import time
 import pytest
 
 from gpu_widgets import GpuDashboard
-from gpu_widgets.monitor import sampling
+from gpu_widgets.widgets import leases as sampling
 
 from .widget_helpers import (  # noqa: F401
     HangingBackend,
@@ -95,7 +95,7 @@ def test_live_updates_and_threads_that_end(shared_simulated):
 
 
 def test_a_stuck_sampler_is_shown_as_stale_with_the_call_it_waits_on():
-    from gpu_widgets.sampler import Sampler
+    from gpu_widgets.sampling.sampler import Sampler
 
     backend = HangingBackend({})
     backend.hang.set()  # the very first read hangs: no sample at all

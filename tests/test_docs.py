@@ -7,7 +7,7 @@ from pathlib import Path
 
 from openapi_spec_validator import validate
 
-from gpu_widgets.fields import SAMPLE_FIELDS
+from gpu_widgets.metrics.fields import SAMPLE_FIELDS
 from gpu_widgets.server.app import GpuWidgets
 
 ROOT = Path(__file__).resolve().parents[1]

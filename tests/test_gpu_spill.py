@@ -6,8 +6,8 @@ import shutil
 
 from gpu_widgets import TrainingMonitor
 from gpu_widgets.backends import SimulatedBackend, parse_faults
-from gpu_widgets.monitor.run_files import read_rows
-from gpu_widgets.sampler import Sampler
+from gpu_widgets.runs.run_files import read_rows
+from gpu_widgets.sampling.sampler import Sampler
 
 from .widget_helpers import run_dir, same_rows  # noqa: F401
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from gpu_widgets.downsample import bucket_bounds, downsample
-from gpu_widgets.history import READ_MARGIN_S, History, capacity_for
+from gpu_widgets.store.downsample import bucket_bounds, downsample
+from gpu_widgets.store.history import READ_MARGIN_S, History, capacity_for
 
 
 def snap(t: float, util: float | None, lost: bool = False, reasons=("gpu_idle",)) -> dict:
@@ -107,7 +107,7 @@ def test_downsample_handles_nulls_and_short_input():
 def test_the_numpy_downsampler_gives_the_same_answer_as_the_list_one():
     import numpy as np
 
-    from gpu_widgets.downsample import downsample_arrays
+    from gpu_widgets.store.downsample import downsample_arrays
 
     rng = random.Random(11)
     for n, max_points in [(300, 10), (1000, 600), (3601, 600), (257, 256), (5000, 3)]:

@@ -8,7 +8,7 @@ import threading
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from gpu_widgets.history import History
+from gpu_widgets.store.history import History
 
 from .api_schema import validate_response
 from .test_server_api import PREFIX, get_json, wait_for

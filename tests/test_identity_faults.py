@@ -91,7 +91,7 @@ def test_a_gpu_that_stops_answering_is_still_lost(fake_driver, function):
 COUNTING = """
     import ctypes, json, sys
     from tests.fake_nvml import write_config
-    from gpu_widgets.nvml.backend import NvmlBackend
+    from gpu_widgets.backends.nvml.backend import NvmlBackend
 
     lib = ctypes.CDLL("libnvidia-ml.so.1")
     lib.fakeNvmlCallCount.restype = ctypes.c_ulonglong

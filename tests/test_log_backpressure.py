@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from gpu_widgets import TrainingMonitor
-from gpu_widgets.monitor import monitor as monitor_module
-from gpu_widgets.monitor.run_log import RunLog
+from gpu_widgets.widgets import monitor as monitor_module
+from gpu_widgets.runs.run_log import RunLog
 
 from .widget_helpers import run_dir, simulated_sampler  # noqa: F401
 
@@ -131,7 +131,7 @@ def test_log_from_two_threads_keeps_every_row_whole(run_dir):
 def test_uniform_rows_are_written_exactly_as_json_writes_them():
     """The run log's fast path (rows with the same keys) writes what json.dumps writes; a NaN, an
     infinity or a key in some rows only takes the general path, with the same result."""
-    from gpu_widgets.monitor.records import Records
+    from gpu_widgets.runs.records import Records
 
     rec = Records()
     for i in range(200):

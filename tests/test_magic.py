@@ -8,8 +8,8 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import get_ipython
 
-from gpu_widgets import sampler as sampler_module
-from gpu_widgets.monitor.magic import GpuWatchMagics
+from gpu_widgets.sampling import sampler as sampler_module
+from gpu_widgets.magic.magics import GpuWatchMagics
 
 from .widget_helpers import HangingBackend, run_dir, shared_simulated, simulated_sampler, wait_until  # noqa: F401
 

@@ -9,7 +9,7 @@ import sys
 FAST_FORWARD = r"""
 import json, psutil
 from gpu_widgets.backends import SimulatedBackend
-from gpu_widgets.sampler import Sampler
+from gpu_widgets.sampling.sampler import Sampler
 
 class FastForward:
     t = 0.0

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from gpu_widgets import TrainingMonitor
-from gpu_widgets.monitor import advice
-from gpu_widgets.monitor.decimator import Decimator
+from gpu_widgets.widgets import advice
+from gpu_widgets.store.decimator import Decimator
 
 from .widget_helpers import (  # noqa: F401
     GIB,
@@ -59,7 +59,7 @@ def header(mon: TrainingMonitor) -> str:
         ({"gpu_window_s": "1h"}, ValueError, "gpu_window_s must be a number"),
         ({"max_points": 2}, ValueError, "max_points must be a whole number"),
         ({"run_log": 3}, TypeError, "run_log must be True, False or a directory"),
-        ({"sampler": "nvml"}, TypeError, "sampler must be a gpu_widgets.sampler.Sampler"),
+        ({"sampler": "nvml"}, TypeError, "sampler must be a gpu_widgets.sampling.sampler.Sampler"),
     ],
 )
 def test_bad_arguments_say_what_is_wrong(kwargs, error, words):
@@ -347,7 +347,7 @@ def test_simulated_gpus_are_labelled_and_charted_on_one_time_axis():
 
 def test_throttle_episodes_are_marked():
     from gpu_widgets.backends import SimulatedBackend, parse_faults
-    from gpu_widgets.sampler import Sampler
+    from gpu_widgets.sampling.sampler import Sampler
 
     backend = SimulatedBackend(n_gpus=1, faults=parse_faults("throttle:0@0:hw_thermal_slowdown"))
     backend.open()
@@ -618,7 +618,7 @@ def test_package_import_stays_light_and_widgets_load_on_use():
     import subprocess
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert out == ["[]", "gpu_widgets.monitor.monitor gpu_widgets.monitor.dashboard", "True"]
+    assert out == ["[]", "gpu_widgets.widgets.monitor gpu_widgets.widgets.dashboard", "True"]
     with pytest.raises(AttributeError, match="has no attribute 'Monitor'"):
         import gpu_widgets
 
@@ -640,7 +640,7 @@ def test_a_closed_output_is_harmless():
 def test_a_lost_gpu_and_a_missing_field_do_not_disturb_the_run():
     from gpu_widgets.backends import SimulatedBackend
     from gpu_widgets.backends.faults import parse_faults
-    from gpu_widgets.sampler import Sampler
+    from gpu_widgets.sampling.sampler import Sampler
 
     backend = SimulatedBackend(n_gpus=2, seed=1, faults=parse_faults("lost:1@0-3600; unsupported:0:temperature_c"))
     backend.open()
@@ -664,7 +664,7 @@ def test_a_lost_gpu_and_a_missing_field_do_not_disturb_the_run():
 
 
 def test_a_stuck_sampler_shows_as_stale_in_the_header_and_clears_when_it_returns():
-    from gpu_widgets.sampler import Sampler
+    from gpu_widgets.sampling.sampler import Sampler
 
     backend = HangingBackend({"utilization_gpu_percent": 61})
     sampler = Sampler(backend, interval_s=0.1).start()  # stale after 2 s without a new sample

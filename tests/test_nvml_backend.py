@@ -7,11 +7,11 @@ import psutil
 import pynvml
 import pytest
 
-from gpu_widgets.nvml import backend as nvml_backend
-from gpu_widgets.nvml.backend import NvmlBackend
-from gpu_widgets.nvml.errors import classify
-from gpu_widgets.nvml.library import NoGpu, Nvml
-from gpu_widgets.snapshot import take
+from gpu_widgets.backends.nvml import backend as nvml_backend
+from gpu_widgets.backends.nvml.backend import NvmlBackend
+from gpu_widgets.backends.nvml.errors import classify
+from gpu_widgets.backends.nvml.library import NoGpu, Nvml
+from gpu_widgets.sampling.snapshot import take
 
 from .fake_pynvml import GIB, FakeNvml, h100
 
@@ -321,7 +321,7 @@ def test_importing_the_package_does_not_load_nvml():
     import subprocess
     import sys
 
-    code = "import gpu_widgets, gpu_widgets.backends, gpu_widgets.sampler, sys; print('pynvml' in sys.modules)"
+    code = "import gpu_widgets, gpu_widgets.backends, gpu_widgets.sampling.sampler, sys; print('pynvml' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
@@ -352,7 +352,7 @@ def test_a_pid_in_both_lists_appears_once_with_the_larger_memory():
 
 
 def test_process_details_the_os_refuses_are_null_with_reasons(monkeypatch):
-    from gpu_widgets.processes import ProcessDescriber
+    from gpu_widgets.backends.processes import ProcessDescriber
 
     def denied(self):
         raise psutil.AccessDenied(self.pid)
@@ -367,7 +367,7 @@ def test_process_details_the_os_refuses_are_null_with_reasons(monkeypatch):
 
 
 def test_a_process_that_ends_between_listing_and_lookup(monkeypatch):
-    from gpu_widgets.processes import ProcessDescriber
+    from gpu_widgets.backends.processes import ProcessDescriber
 
     def gone(self):
         raise psutil.NoSuchProcess(self.pid)
@@ -380,7 +380,7 @@ def test_a_process_that_ends_between_listing_and_lookup(monkeypatch):
 
 
 def test_a_gpus_process_list_is_reused_while_unchanged_and_rebuilt_when_it_changes(monkeypatch):
-    from gpu_widgets import processes
+    from gpu_widgets.backends import processes
 
     clock = [1000.0]
     monkeypatch.setattr(processes.time, "monotonic", lambda: clock[0])

@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 
-from gpu_widgets.processes import COMMAND_MAX_BYTES, ProcessDescriber, capped_command
+from gpu_widgets.backends.processes import COMMAND_MAX_BYTES, ProcessDescriber, capped_command
 
 from .api_schema import validate_response
 from .fake_nvml import fake_nvml_env

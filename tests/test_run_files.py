@@ -11,7 +11,7 @@ from array import array
 import pytest
 
 from gpu_widgets import RunFileError, TrainingMonitor
-from gpu_widgets.monitor.run_files import write_rows
+from gpu_widgets.runs.run_files import write_rows
 
 from .widget_helpers import run_dir, same_rows, simulated_sampler  # noqa: F401
 

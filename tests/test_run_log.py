@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpu_widgets import TrainingMonitor
-from gpu_widgets.monitor import run_log
-from gpu_widgets.monitor.run_files import RunFileError
+from gpu_widgets.runs import run_log
+from gpu_widgets.runs.run_files import RunFileError
 
 from .widget_helpers import run_dir, same_rows, simulated_sampler  # noqa: F401
 
@@ -47,7 +47,7 @@ def awkward_run(mon: TrainingMonitor) -> None:
 def faulty_sampler():
     """Simulated GPUs where GPU 0 throttles and GPU 1 is lost from the start."""
     from gpu_widgets.backends import SimulatedBackend, parse_faults
-    from gpu_widgets.sampler import Sampler
+    from gpu_widgets.sampling.sampler import Sampler
 
     backend = SimulatedBackend(n_gpus=2, seed=3, faults=parse_faults("throttle:0@0:sw_power_cap; lost:1@0"))
     backend.open()

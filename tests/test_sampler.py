@@ -8,8 +8,8 @@ import pytest
 
 from gpu_widgets.backends import SimulatedBackend
 from gpu_widgets.backends.base import Backend
-from gpu_widgets.clock import next_deadline
-from gpu_widgets.sampler import MIN_INTERVAL_S, Sampler, checked_interval
+from gpu_widgets.sampling.clock import next_deadline
+from gpu_widgets.sampling.sampler import MIN_INTERVAL_S, Sampler, checked_interval
 
 
 class FakeClock:

@@ -11,7 +11,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from gpu_widgets import __version__
-from gpu_widgets.fields import SAMPLE_FIELDS
+from gpu_widgets.metrics.fields import SAMPLE_FIELDS
 
 from .api_schema import validate_response
 

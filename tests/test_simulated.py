@@ -5,7 +5,7 @@ import pytest
 
 from gpu_widgets.backends import ConfigError, SimulatedBackend, open_backend, parse_faults
 from gpu_widgets.backends.faults import Fault
-from gpu_widgets.snapshot import take
+from gpu_widgets.sampling.snapshot import take
 
 T0 = 1_000_000.0
 

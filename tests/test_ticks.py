@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from gpu_widgets.monitor.ticks import nice_ticks
+from gpu_widgets.widgets.ticks import nice_ticks
 
 from .test_monitor import make
 from .widget_helpers import marks, simulated_sampler

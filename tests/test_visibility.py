@@ -1,5 +1,5 @@
 """CUDA_VISIBLE_DEVICES mapped to NVML indices, following CUDA's own rules."""
-from gpu_widgets.visibility import cuda_visible_indices
+from gpu_widgets.sampling.visibility import cuda_visible_indices
 
 UUIDS = ["GPU-aaaa1111-0000", "GPU-bbbb2222-0000", "GPU-bbbb3333-0000", "GPU-cccc4444-0000"]
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from gpu_widgets import sampler as sampler_module
+from gpu_widgets.sampling import sampler as sampler_module
 from gpu_widgets.backends import Backend, NoGpuBackend, SimulatedBackend
-from gpu_widgets.monitor import sampling
-from gpu_widgets.sampler import Sampler
+from gpu_widgets.widgets import leases as sampling
+from gpu_widgets.sampling.sampler import Sampler
 
 
 @pytest.fixture(autouse=True)

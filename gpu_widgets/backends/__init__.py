@@ -63,7 +63,7 @@ def open_backend(choice: str | None = None, env: Mapping[str, str] | None = None
         backend: Backend = simulated_from_env(env)
         backend.open()
         return backend
-    from ..nvml import NvmlBackend  # keeps pynvml out of processes that never ask for NVML
+    from .nvml import NvmlBackend  # keeps pynvml out of processes that never ask for NVML
 
     nvml_backend = NvmlBackend()
     nvml_backend.open()

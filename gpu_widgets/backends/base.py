@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from ..fields import FAST_FIELDS, SLOW_FIELDS
+from ..metrics.fields import FAST_FIELDS, SLOW_FIELDS
 
 DeviceDict = dict[str, Any]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..fields import SAMPLE_FIELDS
-from ..throttle import NAMES as THROTTLE_NAMES
+from ..metrics.fields import SAMPLE_FIELDS
+from ..metrics.throttle import NAMES as THROTTLE_NAMES
 
 KINDS = ("lost", "throttle", "unsupported")
 SYNTAX = (

@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 
-from ..fields import FAST_FIELDS, SLOW_FIELDS
+from ..metrics.fields import FAST_FIELDS, SLOW_FIELDS
 from .base import OK, Backend, DeviceDict, lost_device
 from .faults import Fault
 

@@ -5,7 +5,7 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Integer, Unicode, validate
 
 from ..backends import CHOICES
-from ..sampler import DEFAULT_INTERVAL_S, DEFAULT_SLOW_INTERVAL_S, DEFAULT_WINDOW_S, MAX_SLOW_INTERVAL_S, MIN_INTERVAL_S
+from ..sampling.sampler import DEFAULT_INTERVAL_S, DEFAULT_SLOW_INTERVAL_S, DEFAULT_WINDOW_S, MAX_SLOW_INTERVAL_S, MIN_INTERVAL_S
 from .handlers import route_table
 from .service import GpuService
 

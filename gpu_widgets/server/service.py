@@ -13,10 +13,10 @@ import threading
 import time
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..backends import Backend, ConfigError, NoGpuBackend, open_backend
-from ..sampler import Sampler
-from ..stall import STALE, stale_after_s, waiting_on
+from ..sampling.sampler import Sampler
+from ..sampling.stall import STALE, stale_after_s, waiting_on
 from .privacy import redact_snapshot
 from .samples import SamplesAnswers
 

@@ -8,9 +8,9 @@ import sys
 import time
 from typing import Any, Sequence
 
-from . import __version__
-from .backends import CHOICES, ConfigError, open_backend, resolve_choice
-from .guarded import GuardedReader
+from .._version import __version__
+from ..backends import CHOICES, ConfigError, open_backend, resolve_choice
+from ..sampling.guarded import GuardedReader
 
 MIN_WATCH_S = 0.1
 
@@ -82,7 +82,7 @@ def _probe() -> int:
 
 
 def _info(backend: Any, as_json: bool) -> int:
-    from .cli_format import render_info
+    from .render import render_info
 
     devices = backend.device_info()
     if as_json:
@@ -113,7 +113,7 @@ def _snapshot(reader: GuardedReader, as_json: bool, watch: float | None) -> int:
 
 
 def _print_snapshots(reader: GuardedReader, as_json: bool, watch: float | None) -> int:
-    from .cli_format import render_snapshot
+    from .render import render_snapshot
 
     clear = watch is not None and not as_json and sys.stdout.isatty()
     while True:
@@ -130,6 +130,3 @@ def _print_snapshots(reader: GuardedReader, as_json: bool, watch: float | None) 
             print()
         time.sleep(watch)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

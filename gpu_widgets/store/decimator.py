@@ -4,7 +4,7 @@ Re-downsampling a million-step loss curve four times a second would cost more th
 loop's own Python. Instead, points are folded as they arrive into at most ``2 * max_points``
 blocks, each remembering its lowest and highest value (in the order they happened); when the
 blocks fill up, neighbours merge and every block covers twice as many points. The payload is
-then bounded by ``gpu_widgets.downsample`` (the same min/max buckets as the GPU history), which
+then bounded by ``gpu_widgets.store.downsample`` (the same min/max buckets as the GPU history), which
 works on the few thousand block extremes instead of the raw points. Peaks and dips survive both.
 Blocks live in a NumPy array: reading them all for a redraw then costs tens of µs, not ms.
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..downsample import downsample_arrays
+from .downsample import downsample_arrays
 
 
 class Decimator:

@@ -28,8 +28,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from ..throttle import SLOWDOWNS, mask_from_names, names_from_mask
-from .decimator import Decimator
+from ..metrics.throttle import SLOWDOWNS, mask_from_names, names_from_mask
+from ..store.decimator import Decimator
 
 # Snapshot fields kept per sample (all numeric), in the order the files show them.
 FIELDS: tuple[str, ...] = (

@@ -37,7 +37,7 @@ SAMPLE_FIELDS: tuple[Field, ...] = (
     Field("memory_clock_mhz", FAST, "current memory clock"),
     Field("graphics_clock_mhz", FAST, "current graphics clock"),
     Field("performance_state", FAST, "performance state: 0 (P0, fastest) to 15 (P15, slowest)"),
-    Field("throttle_reasons", FAST, "why clocks are held down now, as names (see gpu_widgets.throttle)"),
+    Field("throttle_reasons", FAST, "why clocks are held down now, as names (see gpu_widgets.metrics.throttle)"),
     Field("pcie_tx_bytes_per_s", SLOW, "PCIe transmit throughput, bytes/s (NVML reports KB/s over a 20 ms window)"),
     Field("pcie_rx_bytes_per_s", SLOW, "PCIe receive throughput, bytes/s"),
     Field("processes", SLOW, "processes using the GPU: pid, used_memory_bytes, name, uid, user, command"),

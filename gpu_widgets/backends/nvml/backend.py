@@ -5,7 +5,7 @@ import threading
 import time
 from typing import Any
 
-from ..backends.base import LOST, NO_GPU, OK, Backend, DeviceDict, lost_device, null_fields
+from ..base import LOST, NO_GPU, OK, Backend, DeviceDict, lost_device, null_fields
 from ..processes import ProcessDescriber
 from .errors import LOST as LOST_KIND
 from .errors import NO_GPU as NO_GPU_KIND

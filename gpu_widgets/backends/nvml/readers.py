@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, NamedTuple
 
-from ..throttle import names_from_mask
+from ...metrics.throttle import names_from_mask
 from .errors import NOT_FOUND, UNSUPPORTED, classify
 
 Reader = Callable[[Any, Any, dict], None]

@@ -25,22 +25,23 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..sampler import Sampler
-from . import cell_hooks, sampling
+from ..sampling.sampler import Sampler
+from . import cell_hooks
+from . import leases
 from .advice import advice_for_run
 from .arguments import MAX_STEP, checked_step, number_in, positive_int
 from .background import Resources, timer_loop
 from .batches import batch_size_of, device_of
 from .charts import ChartPlan
-from .decimator import Decimator
-from .gpu_trace import GpuTrace, episode_line
+from ..store.decimator import Decimator
+from ..runs.gpu_trace import GpuTrace, episode_line
 from .header import MonitorText, render_monitor
 from .process_gpus import check_choice, watched
-from .records import Records
-from .run_files import check_format, gpu_sibling, write_rows
-from .run_log import GPU as GPU_FILE
-from .run_log import RunLog, default_root, enabled_by_env, max_bytes_from_env
-from .saved_run import read_run
+from ..runs.records import Records
+from ..runs.run_files import check_format, gpu_sibling, write_rows
+from ..runs.run_log import GPU as GPU_FILE
+from ..runs.run_log import RunLog, default_root, enabled_by_env, max_bytes_from_env
+from ..runs.saved_run import read_run
 from .torch_probe import TorchState, probe, torch_fields
 from .view import ChartsView, color
 
@@ -99,7 +100,7 @@ class TrainingMonitor:
 
     * ``batch_size``: samples per step; adds samples/s and batch-size advice.
     * ``total_steps``: steps the run will take; adds progress and an ETA.
-    * ``plot``: which keys are charted (see :mod:`gpu_widgets.monitor.charts`).
+    * ``plot``: which keys are charted (see :mod:`gpu_widgets.widgets.charts`).
     * ``x_axis``: ``"time"`` (default: metrics and GPUs on one time axis, seconds since the
       start) or ``"step"`` (metrics against the step).
     * ``gpus``: ``"auto"`` (the GPUs PyTorch uses in this process, else those in
@@ -118,7 +119,7 @@ class TrainingMonitor:
     * ``display``: show the widget now (default True, in a notebook).
     * ``static_image``: when the run stops, add a PNG of the charts to the displayed output, for
       notebooks viewed where widgets do not render (default True; needs matplotlib).
-    * ``sampler``: a :class:`gpu_widgets.sampler.Sampler` to read instead of the shared one;
+    * ``sampler``: a :class:`gpu_widgets.sampling.sampler.Sampler` to read instead of the shared one;
       it is yours to start and stop.
     """
 
@@ -160,7 +161,7 @@ class TrainingMonitor:
         self._write_lag = self._write_s + WRITE_SLACK_S
         self._gpu_window_s = None if gpu_window_s is None else number_in("gpu_window_s", gpu_window_s, 0.0, math.inf)
         if sampler is not None and not isinstance(sampler, Sampler):
-            raise TypeError(f"sampler must be a gpu_widgets.sampler.Sampler, got {type(sampler).__name__}")
+            raise TypeError(f"sampler must be a gpu_widgets.sampling.sampler.Sampler, got {type(sampler).__name__}")
         self._sampler_arg = sampler
         if run_log is True:
             self._run_root = default_root() if enabled_by_env() else None
@@ -459,8 +460,8 @@ class TrainingMonitor:
             sampler = self._sampler_arg
         else:
             try:
-                sampler = res.leased = sampling.acquire()
-            except sampling.ConfigError as exc:
+                sampler = res.leased = leases.acquire()
+            except leases.ConfigError as exc:
                 self._config_error = str(exc)
                 return
         latest = sampler.latest
@@ -720,7 +721,7 @@ class TrainingMonitor:
         steps_per_s = self._records.rate(window)
         energies = [d.energy_j for d in devices if d.energy_j is not None]
         devices_seen = self._records.tensor_devices
-        backend_status, backend_reason = sampling.freshness(
+        backend_status, backend_reason = leases.freshness(
             self._sampler_arg or self._res.leased if self._state == RUNNING else None, self._trace.status, self._trace.reason)
         return render_monitor(MonitorText(
             title=self.title, status=status, status_detail=detail, step=self.step, rows=self._records.size,
@@ -891,7 +892,7 @@ def _hostname() -> str:
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return __version__
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .backends.base import Backend
-from .fields import SLOW_FIELDS
+from ..backends.base import Backend
+from ..metrics.fields import SLOW_FIELDS
 from .visibility import cuda_visible_indices
 
 PENDING = "not read yet (read on the slow cadence)"

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .charts import ChartPlan
-from .decimator import Decimator
-from .gpu_trace import GpuTrace
-from .records import Records
+from ..store.decimator import Decimator
+from ..runs.gpu_trace import GpuTrace
+from ..runs.records import Records
 from .view import color
 
 GPU_PANELS = (  # (title, y label, [(curve, label suffix, line style)])

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import threading
 
-from ..backends import ConfigError
-from ..sampler import Sampler, get_sampler
-from ..stall import STALE, stale_text
+
+from ..sampling.sampler import ConfigError, Sampler, get_sampler
+from ..sampling.stall import STALE, stale_text
 
 _lock = threading.Lock()
 _holders = 0

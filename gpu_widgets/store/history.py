@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from .downsample import downsample, downsample_arrays
-from .fields import SERIES_FIELDS
-from .throttle import mask_from_names, names_from_mask
+from ..metrics.fields import SERIES_FIELDS
+from ..metrics.throttle import mask_from_names, names_from_mask
 
 NAN = float("nan")
 # From this many samples on, since() copies and downsamples with NumPy (imported then, so the CLI

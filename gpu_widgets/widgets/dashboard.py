@@ -13,9 +13,9 @@ from html import escape
 import weakref
 from typing import Any, Callable
 
-from ..sampler import Sampler
-from ..stall import STALE
-from . import sampling
+from ..sampling.sampler import Sampler
+from ..sampling.stall import STALE
+from . import leases
 from .cell_hooks import in_kernel
 from .header import render_dashboard
 from .process_gpus import check_choice, watched
@@ -52,7 +52,7 @@ class _Handles:
     def release(self) -> None:
         self.stop.set()
         while self.leased:
-            sampling.release(self.leased.pop())
+            leases.release(self.leased.pop())
 
 
 def _loop(ref: "weakref.ref[GpuDashboard]", stop: threading.Event, period: float) -> None:
@@ -82,7 +82,7 @@ class GpuDashboard:
             raise ValueError(f"max_points must be a whole number from 4 to 10000, got {max_points!r}")
         self.gpus = check_choice(gpus)
         if sampler is not None and not isinstance(sampler, Sampler):
-            raise TypeError(f"sampler must be a gpu_widgets.sampler.Sampler, got {type(sampler).__name__}")
+            raise TypeError(f"sampler must be a gpu_widgets.sampling.sampler.Sampler, got {type(sampler).__name__}")
         self.window_s = float(window_s)
         self.refresh_s = float(refresh_s)
         self.max_points = max_points
@@ -120,9 +120,9 @@ class GpuDashboard:
         h = self._handles
         if self._sampler_arg is None and not h.leased:
             try:
-                self._sampler = sampling.acquire()
+                self._sampler = leases.acquire()
                 h.leased.append(self._sampler)
-            except sampling.ConfigError as exc:
+            except leases.ConfigError as exc:
                 self._config_error = str(exc)
         h.stop = threading.Event()
         self._thread = threading.Thread(target=_loop, args=(weakref.ref(self), h.stop, self.refresh_s),
@@ -181,7 +181,7 @@ class GpuDashboard:
                     ys = [float("nan") if v is None else v for v in _series(dev, name)]
                     lines.append((name, f"GPU {dev['index']}", color(dev["index"]), "solid", xs, ys))
         if self.running and sampler is not None:
-            status, reason = sampling.freshness(sampler, None, None)
+            status, reason = leases.freshness(sampler, None, None)
             if status == STALE:  # stuck: say so, over the last sample (or none)
                 snap = {**(snap or {"backend": sampler.backend.name, "devices": []}), "status": status, "reason": reason}
         html = render_dashboard(snap, shown, self.window_s, self.running, self._config_error, missing)

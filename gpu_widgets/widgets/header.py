@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from ..stall import STALE
-from ..throttle import LABELS, SLOWDOWNS
+from ..sampling.stall import STALE
+from ..metrics.throttle import LABELS, SLOWDOWNS
 from . import units
 from .advice import Advice
-from .gpu_trace import DeviceTrace
+from ..runs.gpu_trace import DeviceTrace
 from .torch_probe import TorchState
 
 STATUS_COLORS = {

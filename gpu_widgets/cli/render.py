@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .stall import STALE, stale_text
-from .throttle import LABELS, SLOWDOWNS
+from ..sampling.stall import STALE, stale_text
+from ..metrics.throttle import LABELS, SLOWDOWNS
 
 GIB = float(1 << 30)
 NA = "n/a"

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..throttle import LABELS
-from . import units
-from .gpu_trace import GpuTrace
-from .torch_probe import TorchState
+from ..metrics.throttle import LABELS
+from ..widgets import units
+from ..runs.gpu_trace import GpuTrace
+from ..widgets.torch_probe import TorchState
 
 
 def summarize(trace: GpuTrace, duration_s: float, interval_s: float, torch: TorchState | None = None,

@@ -6,9 +6,9 @@ import time
 import weakref
 from typing import Any, Callable
 
-from ..sampler import Sampler
-from . import sampling
-from .run_log import RunLog
+from ..sampling.sampler import Sampler
+from . import leases
+from ..runs.run_log import RunLog
 
 
 class Resources:
@@ -32,7 +32,7 @@ class Resources:
             self.unsubscribe()
             self.unsubscribe = None
         if self.leased is not None:
-            sampling.release(self.leased)
+            leases.release(self.leased)
             self.leased = None
 
     def abandon(self) -> None:

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from .backends import Backend, open_backend
+from ..backends import Backend, open_backend
 from .snapshot import take
 from .stall import STALE, stale_after_s, waiting_on
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .gpu_trace import DeviceTrace
+from ..runs.gpu_trace import DeviceTrace
 from .units import gib
 
 MIN_SAMPLES = 10

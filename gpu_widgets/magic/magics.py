@@ -23,14 +23,14 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from ..sampler import MIN_INTERVAL_S, get_sampler
-from ..stall import STALE
-from . import sampling
-from .cell_summary import summarize
-from .dashboard import MAX_WINDOW_S, GpuDashboard
-from .gpu_trace import GpuTrace
-from .process_gpus import watched
-from .torch_probe import probe
+from ..sampling.sampler import MIN_INTERVAL_S, get_sampler
+from ..sampling.stall import STALE
+from ..widgets import leases
+from .summary import summarize
+from ..widgets.dashboard import MAX_WINDOW_S, GpuDashboard
+from ..runs.gpu_trace import GpuTrace
+from ..widgets.process_gpus import watched
+from ..widgets.torch_probe import probe
 
 USAGE_TAIL = """
 examples:
@@ -134,8 +134,8 @@ class GpuWatchMagics(Magics):
             print("gpuwatch: live dashboard stopped" if self._stop_dashboard() else "gpuwatch: no live dashboard to stop")
             return
         try:
-            sampler = sampling.acquire(args.interval)
-        except sampling.ConfigError as exc:
+            sampler = leases.acquire(args.interval)
+        except leases.ConfigError as exc:
             print(f"gpuwatch: GPU monitoring off: {exc}", file=sys.stderr)
             return
         try:
@@ -144,8 +144,8 @@ class GpuWatchMagics(Magics):
             self._stop_dashboard()
             if not _in_kernel(self.shell):
                 # No front end to draw widgets (terminal IPython): print the GPUs once instead.
-                from ..cli_format import render_snapshot
-                from .dashboard import wait_for_sample
+                from ..cli.render import render_snapshot
+                from ..widgets.dashboard import wait_for_sample
 
                 wait_for_sample(sampler)
                 snap = sampler.latest
@@ -156,13 +156,13 @@ class GpuWatchMagics(Magics):
                 if snap is None:
                     print("gpuwatch: no GPU sample yet (the sampler has not finished its first read)")
                 else:
-                    from .. import __version__
+                    from .._version import __version__
 
                     print(render_snapshot(snap, __version__))
                 return
             GpuWatchMagics.dashboard = GpuDashboard(window_s=args.window, gpus=args.gpus, display=True)
         finally:
-            sampling.release(sampler)
+            leases.release(sampler)
 
     # -- %%gpuwatch -----------------------------------------------------------------------------
     def _cell(self, args: argparse.Namespace, cell: str) -> Any:
@@ -172,8 +172,8 @@ class GpuWatchMagics(Magics):
         old_interval = None
         try:
             old_interval = get_sampler(start=False).interval_s  # restored after the cell
-            sampler = sampling.acquire(args.interval)
-        except sampling.ConfigError as exc:
+            sampler = leases.acquire(args.interval)
+        except leases.ConfigError as exc:
             config_error = str(exc)
         inbox: deque[dict[str, Any]] = deque(maxlen=100_000)
         unsubscribe = None
@@ -225,7 +225,7 @@ class GpuWatchMagics(Magics):
             if sampler is not None:
                 if args.interval is not None and old_interval is not None:
                     sampler.interval_s = old_interval
-                sampling.release(sampler)
+                leases.release(sampler)
 
     def _run(self, cell: str) -> Any:
         """Run the cell like IPython would: its last expression becomes the result (``Out``)."""

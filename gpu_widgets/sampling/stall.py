@@ -58,7 +58,7 @@ def _below_sampler(frame: FrameType) -> FrameType | None:
     below: FrameType | None = None
     f: FrameType | None = frame
     while f is not None:
-        if f.f_globals.get("__name__") == "gpu_widgets.sampler":
+        if f.f_globals.get("__name__") == "gpu_widgets.sampling.sampler":
             return None if f.f_code.co_name in _LOOPS else below or f
         below, f = f, f.f_back
     return frame
@@ -74,7 +74,7 @@ def _nvml_call(frame: FrameType | None) -> tuple[str | None, int | None]:
             # The ctypes function pointer names the C entry point (nvmlDeviceGetMemoryInfo_v2).
             fn = frame.f_locals.get("fn")
             call = getattr(fn, "__name__", None) or frame.f_code.co_name
-        elif call is not None and module == "gpu_widgets.nvml.backend":
+        elif call is not None and module == "gpu_widgets.backends.nvml.backend":
             index = getattr(frame.f_locals.get("dev"), "index", None)
             if isinstance(index, int):
                 gpu = index
