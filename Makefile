@@ -123,6 +123,8 @@ lab: setup ## Start JupyterLab in examples/ (PORT=8888 IP=127.0.0.1)
 
 test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 	bash scripts/ensure-chromium.sh
+	@# The sidebar's API types must match openapi.json (`jlpm gen:api` regenerates them).
+	$(JLPM) check:api
 	@if [ -x node_modules/.bin/jest ]; then set -x; $(JLPM) test; else echo "jest not installed: skipping the JS tests"; fi
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 

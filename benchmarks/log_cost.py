@@ -19,7 +19,8 @@ import tempfile
 import time
 
 from gpu_widgets.backends import NoGpuBackend
-from gpu_widgets.widgets.monitor import RUNNING, TrainingMonitor, _now
+from gpu_widgets.widgets import run_state
+from gpu_widgets.widgets.monitor import RUNNING, TrainingMonitor
 from gpu_widgets.sampling.sampler import Sampler
 
 
@@ -59,13 +60,13 @@ def run(args: argparse.Namespace, run_log: str | bool) -> None:
 
 def unlocked_log(self: TrainingMonitor, step: int | None = None, **values: float) -> None:
     """log() without its lock: one thread only, no signal handler that logs (never use this)."""
-    if self._state is not RUNNING:
-        self._before_log()
+    if self._run.state is not RUNNING:
+        self._r.start()
     if step is None:
         step = self._records.next_step
-    t = _now()
-    if t >= self._write_due:
-        t = self._wait_for_writer()
+    t = run_state.now()
+    if t >= self._writer.due:
+        t = self._writer.wait()
     self._records.append(step, t, values)
 
 

@@ -45,10 +45,10 @@ def worker(kind: str) -> None:
         sampler._read_slow()
         state.update(sampler=sampler, clock=clock, t=0)
         if kind.startswith("monitor"):
-            from gpu_widgets.widgets import monitor as monitor_module
+            from gpu_widgets.widgets import run_state
             from gpu_widgets.widgets.monitor import TrainingMonitor
 
-            monitor_module._now = lambda: clock.t
+            run_state.now = lambda: clock.t
             runs = state["runs"] = tempfile.TemporaryDirectory(prefix="gw-bench-runs-")
             mon = state["mon"] = TrainingMonitor("memory", run_log=runs.name, display=False, sampler=sampler,
                                                  gpu_window_s=window_s)
@@ -71,7 +71,7 @@ def worker(kind: str) -> None:
                         mon.log(i, loss=1.0 / (1 + i), accuracy=0.5, lr=3e-4)
                     state["step"] = step + STEPS_PER_SECOND
                 if t % 600 == 0:
-                    mon._tick()
+                    mon._r.tick()
             elif t % 10 == 0:
                 sampler._read_slow()
             sampler.tick()

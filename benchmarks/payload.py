@@ -73,12 +73,13 @@ class FakeClock:
 
 def worker() -> None:
     _install_recording_comm()
-    from gpu_widgets.widgets import monitor as monitor_module
+    from gpu_widgets.widgets import run_state
     from gpu_widgets.widgets.monitor import TrainingMonitor
+    from gpu_widgets.widgets.monitor_run import MonitorRun
     from gpu_widgets.backends.nvml import NvmlBackend
     from gpu_widgets.sampling.sampler import Sampler
 
-    original_draw = TrainingMonitor._draw
+    original_draw = MonitorRun.draw
 
     def recorded_draw(self: Any, n: int) -> None:
         with REC.lock:
@@ -98,7 +99,7 @@ def worker() -> None:
                                 "created_bytes": sum(m[1] + m[2] for m in opens),
                                 "draw_ms": (time.perf_counter() - began) * 1e3})
 
-    TrainingMonitor._draw = recorded_draw
+    MonitorRun.draw = recorded_draw
     backend = NvmlBackend()
     backend.open()
     clock = FakeClock(time.time())
@@ -106,7 +107,7 @@ def worker() -> None:
     sampler._read_slow()
     state: dict[str, Any] = {}
 
-    monitor_module._now = lambda: clock.t  # logged rows carry the simulated time too
+    run_state.now = lambda: clock.t  # logged rows carry the simulated time too
 
     def start() -> dict[str, Any]:
         mon = TrainingMonitor("payload", run_log=False, display=False, sampler=sampler)
@@ -123,12 +124,12 @@ def worker() -> None:
                 clock.t += 1.0
                 sampler.tick()
                 if i % (STEPS_PER_SECOND * 600) == 0:
-                    mon._tick()  # the timer's work; the inbox holds an hour, so drain every 10 min
+                    mon._r.tick()  # the timer's work; the inbox holds an hour, so drain every 10 min
         state["logged"] = steps
         before = len(REC.redraws)
         # A full redraw (every line re-sent, GPU lines included), the largest a redraw can be; the
         # timer's redraws send only the lines that changed, so they are this size or smaller.
-        mon._drawn_shares = None
+        mon._r.charts.drawn_shares = None
         mon.refresh()
         last = REC.redraws[-1] if len(REC.redraws) > before else None
         marks = [m for c in mon._view.charts.values() for m in c.lines.values()]

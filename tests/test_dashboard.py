@@ -42,6 +42,20 @@ def test_four_charts_one_line_per_gpu_bounded():
             assert line.x[-1] == 0.0  # the newest sample is "now"
     util = dash._view.charts["utilization"].lines["GPU 0"].y
     assert all(0 <= v <= 100 for v in util)
+    # Titles, units and ranges are the catalogue's, as in every view (were "busy (%)" and
+    # "memory used (%)"): memory is drawn in GiB against the largest memory total.
+    charts = dash._view.charts
+    assert [charts[n].figure.title for n in ("utilization", "memory", "temperature", "power")] == [
+        "GPU busy (%)", "GPU memory (GiB)", "GPU temperature (°C)", "GPU power (W)"]
+    assert charts["memory"].y_axis.label == "GiB"
+    latest = sampler.latest["devices"]
+    total_gib = max(d["memory_total_bytes"] for d in latest) / 2**30
+    assert (charts["memory"].y_scale.min, charts["memory"].y_scale.max) == (0.0, total_gib)
+    used = charts["memory"].lines["GPU 0"].y
+    assert 0 < used[-1] <= total_gib and abs(used[-1] - latest[0]["memory_used_bytes"] / 2**30) < 1e-9
+    assert (charts["utilization"].y_scale.min, charts["utilization"].y_scale.max) == (0.0, 100.0)
+    assert charts["power"].y_scale.max == max(d["power_limit_w"] for d in latest)
+    assert charts["temperature"].y_scale.min is None and charts["temperature"].y_scale.max is None
     text = header(dash)
     assert "SIMULATED GPUs" in text and "Simulated NVIDIA H100" in text and "% busy" in text
 

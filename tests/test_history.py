@@ -4,17 +4,52 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
-from gpu_widgets.store.downsample import bucket_bounds, downsample
+from gpu_widgets.metrics.throttle import BITS, mask_from_names
+from gpu_widgets.store.downsample import bucket_starts, downsample
 from gpu_widgets.store.history import READ_MARGIN_S, History, capacity_for
+
+IDLE, POWER_CAP = BITS["gpu_idle"], BITS["sw_power_cap"]
 
 
 def snap(t: float, util: float | None, lost: bool = False, reasons=("gpu_idle",)) -> dict:
     dev = {"index": 0, "uuid": "GPU-a", "name": "A", "status": "lost" if lost else "ok",
            "utilization_gpu_percent": None if lost else util, "temperature_c": 40.0,
-           "throttle_reasons": None if lost else list(reasons)}
+           "throttle_reasons": None if lost else mask_from_names(list(reasons))}
     return {"timestamp": t, "devices": [dev]}
+
+
+def reference_downsample(timestamps, columns, max_points, bitmask_columns=frozenset()):
+    """The min/max buckets written plainly over lists (None = null): the oracle for the package's one
+    NumPy implementation."""
+    n = len(timestamps)
+    if n <= max_points:
+        return list(timestamps), {k: list(v) for k, v in columns.items()}
+    k = min(max_points // 2, n)
+    out_t, out = [], {key: [] for key in columns}
+    for b in range(k):
+        lo, hi = n * b // k, n * (b + 1) // k
+        out_t += [timestamps[lo], timestamps[hi - 1]]
+        for key, values in columns.items():
+            part = [(i, v) for i, v in enumerate(values[lo:hi], lo) if v is not None]
+            if key in bitmask_columns:
+                mask = None
+                for _, v in part:
+                    mask = (mask or 0) | int(v)
+                out[key] += [mask, mask]
+            elif not part:
+                out[key] += [None, None]
+            else:
+                i_min = min(part, key=lambda p: (p[1], p[0]))[0]
+                i_max = min(part, key=lambda p: (-p[1], p[0]))[0]
+                out[key] += [values[min(i_min, i_max)], values[max(i_min, i_max)]]
+    return out_t, out
+
+
+def arrays(cols: dict) -> dict:
+    return {k: np.array([np.nan if v is None else v for v in vals], dtype=float) for k, vals in cols.items()}
 
 
 def test_capacity_bounds_the_history_however_long_it_runs():
@@ -40,7 +75,7 @@ def test_since_returns_only_newer_samples_and_nulls_for_missing_values():
     dev = data["devices"][0]
     assert dev["utilization_gpu_percent"] == [6.0, None, None, 9.0]
     assert dev["lost"] == [False, False, True, False]
-    assert dev["throttle_reasons"] == [["gpu_idle"], ["gpu_idle"], None, ["gpu_idle"]]
+    assert dev["throttle_reasons"] == [IDLE, IDLE, None, IDLE]  # NVML's bitmask, as the samples had it
     assert h.since(1009.0)["timestamps"] == []
     assert h.since(0.0)["timestamps"][0] == 1000.0
 
@@ -63,7 +98,7 @@ def test_history_downsamples_to_max_points_and_keeps_a_one_sample_spike():
     assert len(dev["utilization_gpu_percent"]) == len(data["timestamps"])
     assert max(dev["utilization_gpu_percent"]) == 100.0
     assert min(dev["utilization_gpu_percent"]) == 20.0
-    assert any(r and "sw_power_cap" in r for r in dev["throttle_reasons"])
+    assert any(m and m & POWER_CAP for m in dev["throttle_reasons"])
 
 
 def test_capacity_rejects_bad_settings():
@@ -73,12 +108,12 @@ def test_capacity_rejects_bad_settings():
         capacity_for(10, -1)
 
 
-def test_bucket_bounds_cover_everything_once():
+def test_buckets_cover_everything_once_with_sizes_differing_by_at_most_one():
     for n, b in [(10, 3), (1000, 150), (7, 7), (5, 10)]:
-        bounds = bucket_bounds(n, b)
-        assert bounds[0][0] == 0 and bounds[-1][1] == n
-        assert all(hi > lo for lo, hi in bounds)
-        assert all(bounds[i][1] == bounds[i + 1][0] for i in range(len(bounds) - 1))
+        starts = bucket_starts(n, b).tolist()
+        sizes = [hi - lo for lo, hi in zip(starts, starts[1:] + [n])]
+        assert starts[0] == 0 and len(starts) == min(n, b)
+        assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1 and sum(sizes) == n
 
 
 def test_downsample_keeps_every_global_extreme_and_time_order():
@@ -88,7 +123,7 @@ def test_downsample_keeps_every_global_extreme_and_time_order():
     cols = {"a": [rng.random() for _ in range(n)], "b": [math.sin(i / 50) for i in range(n)]}
     cols["a"][5555] = 9.0
     cols["a"][77] = -9.0
-    out_t, out = downsample(t, cols, 200)
+    out_t, out = downsample(t, arrays(cols), 200)
     assert len(out_t) <= 200 and out_t == sorted(out_t)
     assert max(out["a"]) == 9.0 and min(out["a"]) == -9.0
     assert max(out["b"]) == max(cols["b"]) and min(out["b"]) == min(cols["b"])
@@ -96,19 +131,15 @@ def test_downsample_keeps_every_global_extreme_and_time_order():
 
 def test_downsample_handles_nulls_and_short_input():
     t = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
-    out_t, out = downsample(t, {"x": [None, None, None, None, 1.0, 2.0]}, 4)
+    out_t, out = downsample(t, arrays({"x": [None, None, None, None, 1.0, 2.0]}), 4)
     assert out["x"][:2] == [None, None] and 2.0 in out["x"]
-    same_t, same = downsample(t[:2], {"x": [1.0, 2.0]}, 10)
+    same_t, same = downsample(t[:2], arrays({"x": [1.0, 2.0]}), 10)
     assert same_t == [0.0, 1.0] and same == {"x": [1.0, 2.0]}
     with pytest.raises(ValueError, match="at least 2"):
         downsample(t, {}, 1)
 
 
-def test_the_numpy_downsampler_gives_the_same_answer_as_the_list_one():
-    import numpy as np
-
-    from gpu_widgets.store.downsample import downsample_arrays
-
+def test_the_downsampler_gives_the_plain_reference_answer():
     rng = random.Random(11)
     for n, max_points in [(300, 10), (1000, 600), (3601, 600), (257, 256), (5000, 3)]:
         t = [float(i) for i in range(n)]
@@ -117,9 +148,8 @@ def test_the_numpy_downsampler_gives_the_same_answer_as_the_list_one():
             "gap": [None] * (n // 2) + [float(i % 9) for i in range(n - n // 2)],
             "mask": [float(rng.choice([0, 1, 4, 5])) if rng.random() > 0.2 else None for _ in range(n)],
         }
-        arrays = {k: np.array([np.nan if v is None else v for v in vals]) for k, vals in cols.items()}
-        expected = downsample(t, cols, max_points, frozenset({"mask"}))
-        got = downsample_arrays(np.array(t), arrays, max_points, frozenset({"mask"}))
+        expected = reference_downsample(t, cols, max_points, frozenset({"mask"}))
+        got = downsample(np.array(t), arrays(cols), max_points, frozenset({"mask"}))
         assert got[0] == expected[0]
         for key in cols:
             assert got[1][key] == expected[1][key], (n, max_points, key)
@@ -129,7 +159,7 @@ def two_gpus(t: float, rng: random.Random) -> dict:
     return {"timestamp": t, "devices": [
         {"index": i, "uuid": f"GPU-{i}", "name": "A", "status": "ok",
          "utilization_gpu_percent": None if rng.random() < 0.1 else rng.random() * 100,
-         "throttle_reasons": rng.choice([[], ["gpu_idle"], ["sw_power_cap", "hw_slowdown"]])} for i in range(2)]}
+         "throttle_reasons": rng.choice([0, IDLE, POWER_CAP | BITS["hw_slowdown"]])} for i in range(2)]}
 
 
 def test_a_big_read_copied_device_by_device_equals_the_list_downsampler_across_the_ring_wrap():
@@ -140,11 +170,12 @@ def test_a_big_read_copied_device_by_device_equals_the_list_downsampler_across_t
     got = h.since(20.0, max_points=300)
     ref_all = h.since(20.0)  # no max_points: plain lists, nothing downsampled
     t = ref_all["timestamps"]
-    assert len(t) > 300 and got["timestamps"] == downsample(t, {}, 300)[0]
+    assert len(t) > 300 and got["timestamps"] == reference_downsample(t, {}, 300)[0]
     for dev, full in zip(got["devices"], ref_all["devices"]):
-        _, cols = downsample(t, {"u": full["utilization_gpu_percent"]}, 300)
+        _, cols = reference_downsample(t, {"u": full["utilization_gpu_percent"], "m": full["throttle_reasons"]},
+                                       300, frozenset({"m"}))
         assert dev["utilization_gpu_percent"] == cols["u"]
-        assert len(dev["throttle_reasons"]) == len(got["timestamps"])
+        assert dev["throttle_reasons"] == cols["m"] and len(cols["m"]) == len(got["timestamps"])
 
 
 def test_a_reader_slower_than_the_margin_gets_nulls_never_newer_values():
@@ -168,3 +199,34 @@ def test_a_reader_slower_than_the_margin_gets_nulls_never_newer_values():
     util = second["utilization_gpu_percent"]
     assert -1.0 not in util
     assert util[:gone] == [None] * gone and util[gone:] == expected["devices"][1]["utilization_gpu_percent"][gone:]
+
+
+def test_a_few_samples_asked_for_fewer_points_are_bucketed_like_a_big_read():
+    h = History(window_s=100, interval_s=1.0)
+    masks = [IDLE, 0, POWER_CAP, None, 1 << 40, IDLE | POWER_CAP] * 10
+    for i, m in enumerate(masks):
+        h.append({"timestamp": float(i), "devices": [
+            {"index": 0, "utilization_gpu_percent": float((i * 37) % 101), "throttle_reasons": m}]})
+    got = h.since(None, max_points=10)
+    full = h.since(None)
+    assert full["devices"][0]["throttle_reasons"] == masks  # unknown bits are kept, as ints
+    t, cols = reference_downsample(full["timestamps"], {"u": full["devices"][0]["utilization_gpu_percent"],
+                                                        "m": masks}, 10, frozenset({"m"}))
+    assert got["timestamps"] == t and got["devices"][0]["utilization_gpu_percent"] == cols["u"]
+    assert got["devices"][0]["throttle_reasons"] == cols["m"]
+    assert all(type(m) is int for m in got["devices"][0]["throttle_reasons"] if m is not None)
+
+
+def test_a_mask_beyond_53_bits_keeps_the_bits_a_float_holds():
+    h = History(window_s=10, interval_s=1.0)
+    h.append({"timestamp": 1.0, "devices": [{"index": 0, "throttle_reasons": (1 << 60) | POWER_CAP}]})
+    assert h.since(None)["devices"][0]["throttle_reasons"] == [POWER_CAP]
+
+
+def test_masks_come_back_as_ints_whether_or_not_a_big_read_is_bucketed():
+    h = History(window_s=1000, interval_s=1.0)
+    for i in range(300):  # a big read (copied with NumPy) that needs no bucketing at 5000 points
+        h.append({"timestamp": float(i), "devices": [{"index": 0, "throttle_reasons": POWER_CAP if i % 2 else None}]})
+    for max_points in (5000, 10):
+        masks = h.since(None, max_points=max_points)["devices"][0]["throttle_reasons"]
+        assert {type(m) for m in masks} <= {int, type(None)} and POWER_CAP in masks, max_points

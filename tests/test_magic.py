@@ -58,7 +58,8 @@ def test_cell_keyboard_interrupt_is_reraised_unchanged(shared_simulated, capsys)
         ("%gpuwatch --interval 0", "argument --interval: must be from 0.1 to 60 seconds, got '0'"),
         ("%gpuwatch --window 5", "argument --window: must be from 10 to 3600 seconds"),
         ("%gpuwatch --gpus first", "expected auto, all or GPU indices such as 0,1; got 'first'"),
-        ("%gpuwatch start", "argument action: invalid choice: 'start'"),
+        ("%gpuwatch start", "unknown action 'start': the only one is stop (%gpuwatch stop)"),
+        ("%gpuwatch --gpus '0", "cannot split the options \"--gpus '0\": No closing quotation"),
         ("%%gpuwatch --gpus 0,x\nran = True", "expected auto, all or GPU indices"),
         ("%%gpuwatch stop\nran = True", "'stop' is for the line magic"),
     ],
@@ -73,12 +74,44 @@ def test_bad_options_print_usage_without_traceback(line, words, capsys):
     assert "usage: %gpuwatch [-h] [--window SECONDS] [--interval SECONDS]" in text
     assert "--gpus auto|all|0,1" in text and "Traceback" not in text
     assert "ran" not in ip.user_ns  # a cell with bad options does not run
+    assert "--quiet               %%gpuwatch: no live charts, only the summary" in text  # and the options
+
+
+OPTION_HELP = [
+    "-h, --help            show this help and do nothing else",
+    "--window SECONDS      how much history the charts show (10-3600, default",
+    "--interval SECONDS    sampling interval for this kernel (0.1-60; default:",
+    "which GPUs: the ones this kernel uses (auto, default),",
+    "--quiet               %%gpuwatch: no live charts, only the summary",
+    "stop                  stop the live dashboard (line magic only)",
+    "%gpuwatch --gpus all --window 600",  # the examples
+]
 
 
 def test_help(capsys):
+    ip.user_ns.pop("ran", None)
     result = run("%gpuwatch --help")
-    assert result.success
-    assert "Watch the GPUs" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert result.success and "Watch the GPUs" in out
+    assert [line for line in OPTION_HELP if line not in out] == []
+    result = run("%%gpuwatch --help\nran = True")  # help only: the cell does not run
+    assert result.success and "Watch the GPUs" in capsys.readouterr().out and "ran" not in ip.user_ns
+
+
+def test_question_mark_shows_the_usage_and_every_option():
+    # What %gpuwatch? pages: magic_arguments turns the parser's help into the magic's docstring.
+    text = ip.object_inspect_text("%gpuwatch")
+    assert "%gpuwatch [-h] [--window SECONDS] [--interval SECONDS]" in text
+    assert "Watch the GPUs: a live dashboard (%gpuwatch) or a summary of one cell (%%gpuwatch)." in text
+    assert [line for line in OPTION_HELP if line not in text] == []
+
+
+def test_options_are_parsed_with_their_defaults():
+    parse = GpuWatchMagics.gpuwatch.parser.parse_argstring
+    args = parse("")
+    assert (args.action, args.window, args.interval, args.gpus, args.quiet, args.help) == (None, 300.0, None, "auto", False, False)
+    args = parse("stop --window 3600 --interval 0.1 --gpus 2,0, --quiet")
+    assert (args.action, args.window, args.interval, args.gpus, args.quiet) == ("stop", 3600.0, 0.1, frozenset({0, 2}), True)
 
 
 def test_line_magic_without_a_front_end_prints_the_gpus(shared_simulated, capsys):

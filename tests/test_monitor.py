@@ -691,3 +691,29 @@ def test_a_stuck_sampler_shows_as_stale_in_the_header_and_clears_when_it_returns
         backend.release.set()
         mon.finish()
         sampler.stop()
+
+
+# -- the metric catalogue -------------------------------------------------------------------------
+def test_gpu_charts_come_from_the_catalogue_and_follow_a_new_metric(monkeypatch, tmp_path):
+    from gpu_widgets.metrics import catalogue
+
+    mon = make(run_log=False)
+    assert mon.gpu_chart_titles == tuple(m.title for m in catalogue.shown_in(catalogue.MONITOR)) == (
+        "GPU busy (%)", "GPU memory (GiB)", "GPU temperature (°C)", "GPU power (W)")
+    fan = catalogue.Metric("fan_test", "fan_percent", "GPU fan", "%", "Fan speed.", y_max=100.0,
+                           views=frozenset({catalogue.MONITOR}))
+    monkeypatch.setattr(catalogue, "METRICS", (*catalogue.METRICS, fan))
+    sampler = fixed_sampler({"utilization_gpu_percent": 50, "fan_percent": 40})
+    mon = make(run_log=False, sampler=sampler, gpus="all")
+    assert mon.gpu_chart_titles[-1] == "GPU fan (%)"
+    mon.log(loss=1.0)
+    for _ in range(3):
+        sampler.tick()
+    mon.refresh()
+    chart = mon._view.charts["gpu_fan_test"]
+    assert chart.figure.title == "GPU fan (%)" and chart.y_scale.max == 100.0
+    assert list(marks(mon._view.charts, "gpu_fan_test")["GPU 0"].y) == [40.0] * 3
+    assert mon.gpu_rows()[-1]["fan_percent"] == 40.0  # recorded, so saved and loaded back too
+    mon.finish()
+    png = mon.to_png(tmp_path / "fan.png")
+    assert png.startswith(b"\x89PNG")

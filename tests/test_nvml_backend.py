@@ -11,7 +11,8 @@ from gpu_widgets.backends.nvml import backend as nvml_backend
 from gpu_widgets.backends.nvml.backend import NvmlBackend
 from gpu_widgets.backends.nvml.errors import classify
 from gpu_widgets.backends.nvml.library import NoGpu, Nvml
-from gpu_widgets.sampling.snapshot import take
+from gpu_widgets.metrics.throttle import BITS
+from gpu_widgets.sampling.snapshot import public, take
 
 from .fake_pynvml import GIB, FakeNvml, h100
 
@@ -53,7 +54,8 @@ def test_sample_values_are_converted_to_the_units_in_their_names():
     assert d["energy_j"] == pytest.approx(123456.789)  # from mJ
     assert (d["sm_clock_mhz"], d["memory_clock_mhz"], d["graphics_clock_mhz"]) == (1980, 2619, 1980)
     assert d["performance_state"] == 0
-    assert d["throttle_reasons"] == ["sw_power_cap"]
+    assert d["throttle_reasons"] == BITS["sw_power_cap"]  # NVML's bitmask until JSON is written
+    assert public(snap)["devices"][0]["throttle_reasons"] == ["sw_power_cap"]
     assert d["pcie_tx_bytes_per_s"] == 1000 * 1024  # from KB/s
     assert d["pcie_rx_bytes_per_s"] == 2000 * 1024
     assert d["unavailable"] == {}
@@ -131,7 +133,7 @@ def test_function_not_found_falls_back_to_the_older_call():
     }, procs=[(4_300_000, GIB)])])
     backend = opened(fake)
     d = take(backend, 1.0)["devices"][0]
-    assert d["throttle_reasons"] == ["sw_power_cap"]
+    assert d["throttle_reasons"] == BITS["sw_power_cap"]
     assert fake.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] == 1
     assert d["memory_used_bytes"] == 10 * GIB + GIB // 2  # the v1 figure
     assert [p["pid"] for p in d["processes"]] == [4_300_000]
@@ -141,7 +143,7 @@ def test_function_not_found_falls_back_to_the_older_call():
 def test_an_older_pynvml_without_the_new_function_falls_back():
     fake = FakeNvml([h100()], missing=("nvmlDeviceGetCurrentClocksEventReasons", "nvmlMemory_v2"))
     d = opened(fake).read_fast(0.0)[0]
-    assert d["throttle_reasons"] == ["sw_power_cap"]
+    assert d["throttle_reasons"] == BITS["sw_power_cap"]
     assert d["memory_used_bytes"] == 10 * GIB + GIB // 2
     assert d["unavailable"] == {}
 

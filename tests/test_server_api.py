@@ -11,6 +11,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from gpu_widgets import __version__
+from gpu_widgets.metrics import catalogue, throttle
 from gpu_widgets.metrics.fields import SAMPLE_FIELDS
 
 from .api_schema import validate_response
@@ -114,7 +115,35 @@ async def test_other_users_processes_are_shown_when_configured(jp_fetch, gw_conf
 async def test_openapi_document_is_served(jp_fetch):
     doc = await get_json(jp_fetch, "openapi.json")
     assert doc["openapi"].startswith("3.")
-    assert {"/status", "/devices", "/samples/latest", "/samples", "/processes"} <= set(doc["paths"])
+    assert {"/status", "/devices", "/samples/latest", "/samples", "/processes", "/metrics"} <= set(doc["paths"])
+
+
+async def test_metric_catalogue_is_served_as_the_catalogue_says(jp_fetch):
+    response = await jp_fetch(*PREFIX, "metrics")
+    body = json.loads(response.body)
+    validate_response("/metrics", body)
+    assert body["metrics"] == [m.as_json() for m in catalogue.METRICS]
+    assert [m["id"] for m in body["metrics"]] == ["utilization", "memory", "memory_controller", "temperature", "power"]
+    busy = body["metrics"][0]
+    assert (busy["title"], busy["field"], busy["y_max"]) == ("GPU busy (%)", "utilization_gpu_percent", 100.0)
+    assert body["throttle_reasons"][0] == {"name": "sw_power_cap", "label": "power cap", "slowdown": True}
+    assert [(r["name"], r["label"]) for r in body["throttle_reasons"]] == list(throttle.LABELS.items())
+    assert {r["name"] for r in body["throttle_reasons"] if r["slowdown"]} == throttle.SLOWDOWNS
+    # Fixed while the server runs: browsers may keep it, then revalidate it for an empty 304.
+    assert response.headers["Cache-Control"] == "private, max-age=300"
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*PREFIX, "metrics", headers={"If-None-Match": response.headers["Etag"]})
+    assert info.value.code == 304
+
+
+async def test_metric_catalogue_is_403_without_a_token(jp_fetch):
+    for headers in ({"Authorization": ""}, {"Authorization": "token wrong"}):
+        with pytest.raises(HTTPClientError) as info:
+            await jp_fetch(*PREFIX, "metrics", headers=headers)
+        assert info.value.code == 403
+        body = json.loads(info.value.response.body)
+        validate_response("error", body)
+        assert body["code"] == "forbidden" and "token" in body["message"]
 
 
 @pytest.mark.parametrize(
@@ -148,7 +177,7 @@ async def test_repeated_parameter_is_400(jp_fetch):
     assert "since: given more than once" in json.loads(info.value.response.body)["message"]
 
 
-@pytest.mark.parametrize("path", ["status", "devices", "samples/latest", "processes", "openapi.json"])
+@pytest.mark.parametrize("path", ["status", "devices", "samples/latest", "processes", "metrics", "openapi.json"])
 async def test_parameters_on_routes_without_any_are_400(jp_fetch, path):
     with pytest.raises(HTTPClientError) as info:
         await jp_fetch(*PREFIX, *path.split("/"), params={"verbose": "1"})

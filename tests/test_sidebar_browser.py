@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from gpu_widgets.metrics.catalogue import metric
+
 from .fake_nvml import FakeNvmlBuildError, build_fake_nvml, write_config
 from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
 from .lab_server import LabServer
@@ -38,6 +40,9 @@ GIB = 1 << 30
 SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]'
 CARD_NAME = re.compile(r"^GPU \d+: ")
 ENABLE_COMMAND = "jupyter server extension enable gpu_widgets"
+# The cards' words and digits are the metric catalogue's (the sidebar reads it from GET metrics).
+BUSY, MEMORY, MEMCTL, TEMPERATURE, POWER = (
+    metric(m).label for m in ("utilization", "memory", "memory_controller", "temperature", "power"))
 
 
 # -- fixtures ---------------------------------------------------------------------------------
@@ -155,20 +160,23 @@ def api_point(lab: LabServer, timestamp: float, index: int) -> dict[str, Any]:
 
 
 def assert_card_matches_api(meters: dict[str, Any], point: dict[str, Any]) -> None:
-    util, mem, memctl = meters["Utilization"], meters["Memory"], meters["Memory controller"]
-    temp, power = meters["Temperature"], meters["Power"]
+    util, mem, memctl = meters[BUSY], meters[MEMORY], meters[MEMCTL]
+    temp, power = meters[TEMPERATURE], meters[POWER]
     assert util["now"] == point["utilization_gpu_percent"]
     assert util["text"] == f"{fmt(point['utilization_gpu_percent'], 0)} %"
     assert mem["now"] == point["memory_used_bytes"]
     assert mem["max"] == point["memory_total_bytes"]
-    assert mem["text"] == f"{fmt(point['memory_used_bytes'] / GIB)} / {fmt(point['memory_total_bytes'] / GIB)} GiB"
+    digits = metric("memory").decimals
+    assert mem["text"] == (
+        f"{fmt(point['memory_used_bytes'] / GIB, digits)} / {fmt(point['memory_total_bytes'] / GIB, digits)} GiB")
     assert memctl["now"] == point["utilization_memory_percent"]
     assert memctl["text"] == f"{fmt(point['utilization_memory_percent'], 0)} %"
     assert temp["now"] == point["temperature_c"]
     assert temp["text"] == f"{fmt(point['temperature_c'], 0)} °C"
     assert power["now"] == point["power_w"]
     assert power["max"] == point["power_limit_w"]
-    assert power["text"] == f"{fmt(point['power_w'])} / {fmt(point['power_limit_w'])} W"
+    digits = metric("power").decimals
+    assert power["text"] == f"{fmt(point['power_w'], digits)} / {fmt(point['power_limit_w'], digits)} W"
 
 
 def wait_for(predicate: Any, timeout_s: float, what: str, page: Page | None = None) -> Any:
@@ -196,7 +204,7 @@ def test_the_panel_opens_from_its_icon_with_one_labelled_card_per_gpu(sim_page: 
         expect(card).to_contain_text("Simulated NVIDIA H100 80GB HBM3")
         # Simulated GPUs are always labelled as such.
         expect(card.get_by_text("SIMULATED", exact=True)).to_be_visible()
-        for label in ("Utilization", "Memory", "Memory controller", "Temperature", "Power"):
+        for label in (BUSY, MEMORY, MEMCTL, TEMPERATURE, POWER):
             expect(card.get_by_role("meter", name=label, exact=True)).to_have_attribute("aria-valuenow", re.compile(r"\d"))
     expect(panel.get_by_role("note")).to_contain_text("GPU_WIDGETS_BACKEND=simulated")
     sim_page.screenshot("sidebar-simulated")
@@ -217,14 +225,14 @@ def test_each_card_shows_the_api_values_of_the_sample_it_shows(sim_page: Page) -
     latest = sim_page.lab.api("samples/latest")
     for dev in latest["devices"]:
         expect(sim_page.card(dev["index"])).to_have_attribute("aria-label", f"GPU {dev['index']}: {dev['name']}")
-        meter = sim_page.card(dev["index"]).get_by_role("meter", name="Memory", exact=True)
+        meter = sim_page.card(dev["index"]).get_by_role("meter", name=MEMORY, exact=True)
         assert float(meter.get_attribute("aria-valuemax")) == dev["memory_total_bytes"]
 
 
 def test_charts_move_over_time_and_show_the_throttle_episode(sim_page: Page) -> None:
     sim_page.open_panel_from_icon()
     card = sim_page.card(0)
-    chart = card.get_by_role("img", name=re.compile(r"^Utilization over the last"))
+    chart = card.get_by_role("img", name=re.compile(rf"^{BUSY} over the last"))
     expect(chart).to_be_visible(timeout=30_000)
     canvas = chart.locator("canvas")
 
@@ -348,9 +356,9 @@ def test_settings_choose_the_metrics_and_the_window(browser: Any, sim_lab: LabSe
             expect(card.get_by_role("meter")).to_have_count(2, timeout=30_000)
             labels = [m["text"] for m in card.locator(".jp-GpuWidgets-metricLabel").evaluate_all(
                 "els => els.map(e => ({text: e.textContent}))")]
-            assert labels == ["Utilization", "Power"]  # display order, whatever the setting's order
-            expect(card.get_by_role("img", name="Utilization over the last 2 min")).to_be_visible()
-            expect(card.get_by_role("meter", name="Memory", exact=True)).to_have_count(0)
+            assert labels == [BUSY, POWER]  # display order, whatever the setting's order
+            expect(card.get_by_role("img", name=f"{BUSY} over the last 2 min")).to_be_visible()
+            expect(card.get_by_role("meter", name=MEMORY, exact=True)).to_have_count(0)
     finally:
         settings.unlink()
 
@@ -417,21 +425,20 @@ def test_a_fake_driver_dictates_exactly_what_the_sidebar_shows(browser: Any, tmp
             expect(page.cards()).to_have_count(2, timeout=30_000)
             card0, card1 = page.card(0), page.card(1)
             expect(card0).to_have_attribute("aria-label", "GPU 0: NVIDIA H200")
+            # 612.5 W with the catalogue's 0 digits: a tie, rounded to even as in every view.
             expected0 = {
-                "Utilization": "97 %", "Memory": "37 / 141 GiB", "Memory controller": "41 %",
-                "Temperature": "71 °C", "Power": "612.5 / 700 W",
+                BUSY: "97 %", MEMORY: "37 / 141 GiB", MEMCTL: "41 %", TEMPERATURE: "71 °C", POWER: "612 / 700 W",
             }
             expected1 = {
-                "Utilization": "13 %", "Memory": "2 / 141 GiB", "Memory controller": "5 %",
-                "Temperature": "44 °C", "Power": "98 / 700 W",
+                BUSY: "13 %", MEMORY: "2 / 141 GiB", MEMCTL: "5 %", TEMPERATURE: "44 °C", POWER: "98 / 700 W",
             }
             for card, expected in ((card0, expected0), (card1, expected1)):
                 for label, text in expected.items():
                     expect(card.get_by_role("meter", name=label, exact=True)).to_have_attribute(
                         "aria-valuetext", text, timeout=30_000)
             meters = read_card(card0)["meters"]
-            assert meters["Memory"]["now"] == 37 * GIB and meters["Memory"]["max"] == 141 * GIB
-            assert meters["Power"]["now"] == 612.5 and meters["Power"]["max"] == 700
+            assert meters[MEMORY]["now"] == 37 * GIB and meters[MEMORY]["max"] == 141 * GIB
+            assert meters[POWER]["now"] == 612.5 and meters[POWER]["max"] == 700
             # Not a simulated GPU: no such label anywhere.
             expect(page.panel.get_by_text("SIMULATED")).to_have_count(0)
             # The driver says GPU 0 is at its power cap: the chart marks it.
@@ -451,8 +458,8 @@ def test_a_fake_driver_dictates_exactly_what_the_sidebar_shows(browser: Any, tmp
             write_config(config, dictated(lost_gpu1=True, kernel_pid=kernel_pid))
             expect(card1.get_by_role("alert")).to_contain_text(
                 "GPU lost — NVML stopped answering; it is retried automatically", timeout=15_000)
-            expect(card1.get_by_role("meter", name="Utilization", exact=True)).to_have_attribute("aria-valuetext", "—")
-            expect(card0.get_by_role("meter", name="Utilization", exact=True)).to_have_attribute("aria-valuetext", "97 %")
+            expect(card1.get_by_role("meter", name=BUSY, exact=True)).to_have_attribute("aria-valuetext", "—")
+            expect(card0.get_by_role("meter", name=BUSY, exact=True)).to_have_attribute("aria-valuetext", "97 %")
             expect(page.status_item()).to_contain_text("1 lost")
             expect(card1.get_by_role("list", name="Chart markers")).to_contain_text("GPU lost")
             page.screenshot("sidebar-gpu-lost")
@@ -460,7 +467,7 @@ def test_a_fake_driver_dictates_exactly_what_the_sidebar_shows(browser: Any, tmp
             # It comes back (NVML is asked again every 5 s).
             write_config(config, dictated(kernel_pid=kernel_pid))
             expect(card1.get_by_role("alert")).to_have_count(0, timeout=15_000)
-            expect(card1.get_by_role("meter", name="Utilization", exact=True)).to_have_attribute(
+            expect(card1.get_by_role("meter", name=BUSY, exact=True)).to_have_attribute(
                 "aria-valuetext", "13 %", timeout=15_000)
             assert not page.errors()
         lab.request_json("DELETE", f"api/sessions/{session['id']}")
@@ -485,7 +492,7 @@ def test_a_hung_nvml_call_shows_a_stale_banner_naming_it_until_it_returns(browse
             expect(banner).to_be_visible(timeout=30_000)
             expect(banner).to_contain_text("nvmlDeviceGetPowerUsage on GPU 1 has not returned")
             # The last values stay on the cards, under the banner.
-            expect(page.card(0).get_by_role("meter", name="Utilization", exact=True)).to_have_attribute(
+            expect(page.card(0).get_by_role("meter", name=BUSY, exact=True)).to_have_attribute(
                 "aria-valuetext", "97 %")
             expect(page.status_item()).to_contain_text("GPU stale")
             page.screenshot("sidebar-stale")
@@ -539,14 +546,14 @@ def test_a_null_reading_says_why(browser: Any, tmp_path: Path) -> None:
             page.open_panel_from_icon()
             expect(page.cards()).to_have_count(2, timeout=30_000)
             gpu0, gpu1 = page.card(0), page.card(1)
-            power0 = gpu0.get_by_role("meter", name="Power")
+            power0 = gpu0.get_by_role("meter", name=POWER, exact=True)
             expect(gpu0.get_by_text(reason, exact=True)).to_be_visible(timeout=30_000)
             expect(power0).to_have_text("n/a")
             expect(power0).to_have_attribute("title", reason)
             described = power0.get_attribute("aria-describedby")
             assert described and gpu0.locator(f"#{described}").text_content() == reason
             # GPU 1 reads its power as usual, and says nothing about it.
-            expect(gpu1.get_by_role("meter", name="Power")).to_have_text(re.compile(r"^\d+(\.\d)? / \d+(\.\d)? W$"))
+            expect(gpu1.get_by_role("meter", name=POWER, exact=True)).to_have_text(re.compile(r"^\d+(\.\d)? / \d+(\.\d)? W$"))
             expect(gpu1.get_by_text(reason)).to_have_count(0)
             page.screenshot("sidebar-unavailable-reason")
             assert not page.errors(), page.errors()

@@ -90,7 +90,7 @@ class FixedBackend(Backend):
             {"index": i, "uuid": f"GPU-0000000{i}-fixed", "name": "Fixed GPU", "status": "ok",
              "utilization_gpu_percent": 0, "utilization_memory_percent": 0, "memory_used_bytes": GIB,
              "memory_free_bytes": 79 * GIB, "memory_total_bytes": 80 * GIB, "temperature_c": 35, "power_w": 70.0,
-             "power_limit_w": 700.0, "energy_j": 1000.0, "throttle_reasons": ["gpu_idle"], "unavailable": {}, **d}
+             "power_limit_w": 700.0, "energy_j": 1000.0, "throttle_reasons": 0x1, "unavailable": {}, **d}  # gpu_idle, as NVML's bitmask
             for i, d in enumerate(devices)
         ]
 

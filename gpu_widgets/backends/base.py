@@ -7,11 +7,12 @@ reason in the device's ``unavailable`` map, and a device that stopped answering 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, cast
 
 from ..metrics.fields import FAST_FIELDS, SLOW_FIELDS
+from ..metrics.samples import DeviceSample, FastRead, SlowRead
 
-DeviceDict = dict[str, Any]
+DeviceDict = dict[str, Any]  # static device info (the spec card): its fields vary by backend
 
 OK = "ok"
 NO_GPU = "no_gpu"
@@ -36,11 +37,12 @@ class Backend(ABC):
         """Static facts per device (the spec card)."""
 
     @abstractmethod
-    def read_fast(self, t: float) -> list[DeviceDict]:
-        """One dict per device: identity, status, the FAST fields and ``unavailable``."""
+    def read_fast(self, t: float) -> list[FastRead]:
+        """One dict per device: identity, status, the FAST fields and ``unavailable``; a fresh dict
+        each call (the snapshot takes it over)."""
 
     @abstractmethod
-    def read_slow(self, t: float) -> list[DeviceDict]:
+    def read_slow(self, t: float) -> list[SlowRead]:
         """One dict per device: ``index``, the SLOW fields and ``unavailable``."""
 
     def close(self) -> None:
@@ -52,9 +54,12 @@ def null_fields(names: tuple[str, ...], reason: str) -> tuple[dict[str, None], d
     return dict.fromkeys(names), dict.fromkeys(names, reason)
 
 
-def lost_device(index: int, uuid: str | None, name: str | None, reason: str) -> DeviceDict:
+def lost_device(index: int, uuid: str | None, name: str | None, reason: str) -> DeviceSample:
+    """A GPU that stopped answering: every field null with ``reason`` (slow ones too: the snapshot
+    keeps no slow part for a lost GPU)."""
     values, unavailable = null_fields(FAST_FIELDS + SLOW_FIELDS, reason)
-    return {"index": index, "uuid": uuid, "name": name, "status": LOST, **values, "unavailable": unavailable}
+    return cast(DeviceSample, {"index": index, "uuid": uuid, "name": name, "status": LOST, **values,
+                               "unavailable": unavailable})
 
 
 class NoGpuBackend(Backend):
@@ -73,8 +78,8 @@ class NoGpuBackend(Backend):
     def device_info(self) -> list[DeviceDict]:
         return []
 
-    def read_fast(self, t: float) -> list[DeviceDict]:
+    def read_fast(self, t: float) -> list[FastRead]:
         return []
 
-    def read_slow(self, t: float) -> list[DeviceDict]:
+    def read_slow(self, t: float) -> list[SlowRead]:
         return []

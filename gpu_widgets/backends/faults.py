@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..metrics.fields import SAMPLE_FIELDS
+from ..metrics.throttle import BITS as THROTTLE_BITS
 from ..metrics.throttle import NAMES as THROTTLE_NAMES
 
 KINDS = ("lost", "throttle", "unsupported")
@@ -47,6 +48,11 @@ class Fault:
             raise ValueError(
                 f"'unsupported' needs a sample field, got {self.arg!r}: use one of {', '.join(_FIELD_NAMES)}"
             )
+
+    @property
+    def throttle_bit(self) -> int:
+        """NVML's bit for a throttle fault's reason (hardware thermal slowdown when none is named)."""
+        return THROTTLE_BITS[self.arg or "hw_thermal_slowdown"] if self.kind == "throttle" else 0
 
     def active(self, elapsed_s: float) -> bool:
         return elapsed_s >= self.start_s and (self.end_s is None or elapsed_s < self.end_s)

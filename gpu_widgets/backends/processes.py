@@ -14,6 +14,8 @@ from typing import Any
 
 import psutil
 
+from ..metrics.samples import ProcessEntry
+
 _DETAILS = ("name", "uid", "user", "command")
 # A command line can be 2 MB (ARG_MAX); it goes out in every sample, so it is cut to this many
 # bytes of UTF-8, the cut marked at its end.
@@ -33,9 +35,9 @@ class ProcessDescriber:
         self._cache: dict[int, tuple[psutil.Process, dict[str, Any], float]] = {}
         # One GPU's process list, keyed by its (pid, memory) pairs: a training run's list rarely
         # changes between slow reads, and rebuilding it was a third of the slow read's cost.
-        self._lists: dict[tuple[tuple[int, int | None], ...], tuple[list[dict[str, Any]], float]] = {}
+        self._lists: dict[tuple[tuple[int, int | None], ...], tuple[list[ProcessEntry], float]] = {}
 
-    def entries(self, used: list[tuple[int, int | None]]) -> list[dict[str, Any]]:
+    def entries(self, used: list[tuple[int, int | None]]) -> list[ProcessEntry]:
         """The public entries of one GPU's processes, ``used`` being (pid, GPU memory) pairs.
 
         The same list object comes back while those pairs stay the same (up to REVALIDATE_S):
@@ -147,7 +149,7 @@ def capped_command(args: list[str]) -> str:
     return encoded[:room].decode("utf-8", "ignore") + mark
 
 
-def process_entry(pid: int, used_memory_bytes: int | None, details: dict[str, Any]) -> dict[str, Any]:
+def process_entry(pid: int, used_memory_bytes: int | None, details: dict[str, Any]) -> ProcessEntry:
     """The public JSON shape of one GPU process."""
     return {
         "pid": pid,

@@ -19,6 +19,8 @@ from typing import Any
 import psutil
 
 from ..metrics.fields import FAST_FIELDS, SLOW_FIELDS
+from ..metrics.samples import FastRead, ProcessEntry, SlowRead
+from ..metrics.throttle import BITS
 from .base import OK, Backend, DeviceDict, lost_device
 from .faults import Fault
 
@@ -50,6 +52,9 @@ SPEC: dict[str, Any] = {
     "mig_device_uuids": [],
 }
 NATIVE_UNSUPPORTED = {"fan_percent": "not supported on this GPU (passively cooled)"}
+POWER_CAP = BITS["sw_power_cap"]
+THERMAL = BITS["sw_thermal_slowdown"] | BITS["hw_thermal_slowdown"]
+IDLE = BITS["gpu_idle"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -161,16 +166,18 @@ class SimulatedBackend(Backend):
     def _step(self, gpu: int, st: _SimState) -> dict[str, Any]:
         t = st.step * STEP_S
         target, phase = load_profile(t, gpu)
-        throttles = [f.arg or "hw_thermal_slowdown" for f in self._active(gpu, "throttle", t - PREROLL_S)]
+        throttles = 0
+        for f in self._active(gpu, "throttle", t - PREROLL_S):
+            throttles |= f.throttle_bit
         util = target + (3.0 * _noise(self.seed, gpu, st.step, 1) if target > 0 else 0.0)
         util = min(100.0, max(0.0, util))
-        if util > 5 and any(r != "sw_power_cap" for r in throttles):
+        if util > 5 and throttles & ~POWER_CAP:
             util = min(util, 78.0)  # throttled clocks stretch kernels: less work done per second
         limit = SPEC["power_limit_w"]
         power = 72.0 + (limit - 72.0) * 0.93 * util / 100.0 + 6.0 * _noise(self.seed, gpu, st.step, 2)
-        if "sw_power_cap" in throttles:
+        if throttles & POWER_CAP:
             power = limit * 0.995
-        temp_target = 34.0 + 0.42 * util + (22.0 if any("thermal" in r for r in throttles) else 0.0)
+        temp_target = 34.0 + 0.42 * util + (22.0 if throttles & THERMAL else 0.0)
         st.temperature += (temp_target - st.temperature) * (1 - math.exp(-STEP_S / TEMP_TAU_S))
         st.energy_j += max(power, 0.0) * STEP_S
         s = (t + gpu * 37.0) % CYCLE_S
@@ -185,8 +192,8 @@ class SimulatedBackend(Backend):
         busy = util > 5
         sm_clock = SPEC["max_sm_clock_mhz"] if busy else 345
         if busy and throttles:
-            sm_clock = 1410 if any(r != "sw_power_cap" for r in throttles) else 1755
-        reasons = list(dict.fromkeys(throttles)) if busy else ["gpu_idle"] + throttles
+            sm_clock = 1410 if throttles & ~POWER_CAP else 1755
+        reasons = throttles if busy else IDLE | throttles
         return {
             "utilization_gpu_percent": round(util),
             "utilization_memory_percent": round(util * 0.45),
@@ -212,9 +219,9 @@ class SimulatedBackend(Backend):
     def _elapsed(self, t: float) -> float:
         return t - (self.t0 if self.t0 is not None else t)
 
-    def _read(self, t: float, names: tuple[str, ...], identity: bool) -> list[DeviceDict]:
+    def _read(self, t: float, names: tuple[str, ...], identity: bool) -> list[Any]:
         elapsed = self._elapsed(t)
-        out = []
+        out: list[Any] = []
         with self._lock:
             for gpu in range(self.n_gpus):
                 uuid, name = self._uuid(gpu), SPEC["name"]
@@ -223,7 +230,7 @@ class SimulatedBackend(Backend):
                         out.append(lost_device(gpu, uuid, name, "GPU is lost (simulated fault)"))
                     continue
                 values = self._advance(gpu, elapsed + PREROLL_S)
-                sample: DeviceDict = {"index": gpu}
+                sample: dict[str, Any] = {"index": gpu}
                 if identity:
                     sample.update(uuid=uuid, name=name, status=OK)
                 unsupported = self._unsupported(gpu, elapsed)
@@ -240,13 +247,13 @@ class SimulatedBackend(Backend):
                 out.append(sample)
         return out
 
-    def _processes(self, gpu: int, values: dict[str, Any]) -> list[dict[str, Any]]:
+    def _processes(self, gpu: int, values: dict[str, Any]) -> list[ProcessEntry]:
         """A training process of the current user on each busy GPU; odd GPUs also host a small job
         of another user, so the privacy rules have something to hide in demos."""
         if not values["_busy"]:
             return []
         used = max(0, values["memory_used_bytes"] - int(0.6 * GIB))
-        procs = [
+        procs: list[ProcessEntry] = [
             {
                 "pid": PID_BASE + 2 * gpu,
                 "used_memory_bytes": used - (2 * GIB if gpu % 2 else 0),
@@ -271,8 +278,8 @@ class SimulatedBackend(Backend):
             )
         return procs
 
-    def read_fast(self, t: float) -> list[DeviceDict]:
+    def read_fast(self, t: float) -> list[FastRead]:
         return self._read(t, FAST_FIELDS, identity=True)
 
-    def read_slow(self, t: float) -> list[DeviceDict]:
+    def read_slow(self, t: float) -> list[SlowRead]:
         return self._read(t, SLOW_FIELDS, identity=False)

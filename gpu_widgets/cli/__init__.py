@@ -113,13 +113,14 @@ def _snapshot(reader: GuardedReader, as_json: bool, watch: float | None) -> int:
 
 
 def _print_snapshots(reader: GuardedReader, as_json: bool, watch: float | None) -> int:
+    from ..sampling.snapshot import public
     from .render import render_snapshot
 
     clear = watch is not None and not as_json and sys.stdout.isatty()
     while True:
         snap = reader.snapshot()
         if as_json:
-            print(json.dumps(snap, indent=None if watch else 2), flush=True)
+            print(json.dumps(public(snap), indent=None if watch else 2), flush=True)  # reasons named here
         else:
             if clear:
                 sys.stdout.write("\033[H\033[J")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..sampling.stall import STALE, stale_text
-from ..metrics.throttle import LABELS, SLOWDOWNS
+from ..metrics.throttle import LABELS, SLOWDOWNS, names_from_mask
 
 GIB = float(1 << 30)
 NA = "n/a"
@@ -38,10 +38,10 @@ def _clocks(d: dict[str, Any]) -> str:
 
 
 def _throttle(d: dict[str, Any]) -> str:
-    reasons = d.get("throttle_reasons")
-    if reasons is None:
+    mask = d.get("throttle_reasons")  # a snapshot's reasons are NVML's bitmask: worded here
+    if mask is None:
         return NA
-    shown = [LABELS.get(r, r) + ("!" if r in SLOWDOWNS else "") for r in reasons]
+    shown = [LABELS.get(r, r) + ("!" if r in SLOWDOWNS else "") for r in names_from_mask(mask)]
     return ", ".join(shown) or "none"
 
 

@@ -7,7 +7,8 @@
     %%gpuwatch [--interval SECONDS] [--gpus auto|all|0,1] [--window SECONDS] [--quiet]
         run the cell while watching the GPUs, then print what they did
 
-Bad options print the usage and change nothing (an IPython UsageError: no traceback).
+The options are declared with IPython's ``magic_arguments``: ``%gpuwatch?`` and ``%gpuwatch --help``
+show them. Bad options print the usage and change nothing (an IPython UsageError: no traceback).
 The cell's own exception is re-raised unchanged after the summary is printed.
 """
 from __future__ import annotations
@@ -22,8 +23,10 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 
 from ..sampling.sampler import MIN_INTERVAL_S, get_sampler
+from ..sampling.snapshot import aged, with_status
 from ..sampling.stall import STALE
 from ..widgets import leases
 from .summary import summarize
@@ -41,20 +44,8 @@ examples:
 """
 
 
-class _Exit(Exception):
-    """argparse finished early (``--help``): nothing else to do."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{message}\n\n{self.format_help()}")
-
-    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
-        if message:
-            print(message, file=sys.stderr)
-        raise _Exit()
-
-
+# Ranges and GPU lists are checked by argparse ``type=`` callables, so a bad value is reported as
+# "argument --interval: <why>" like any other parse error.
 def _seconds(lo: float, hi: float) -> Any:
     def parse(text: str) -> float:
         try:
@@ -80,45 +71,59 @@ def _gpus(text: str) -> Any:
     return frozenset(indices)
 
 
-def build_parser() -> _Parser:
-    parser = _Parser(
-        prog="%gpuwatch",
-        description="Watch the GPUs: a live dashboard (%gpuwatch) or a summary of one cell (%%gpuwatch).",
-        epilog=USAGE_TAIL,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        add_help=True,
-    )
-    parser.add_argument("action", nargs="?", choices=["stop"], help="stop the live dashboard (line magic only)")
-    parser.add_argument("--window", type=_seconds(10, MAX_WINDOW_S), default=300.0, metavar="SECONDS",
-                        help="how much history the charts show (10-3600, default 300)")
-    parser.add_argument("--interval", type=_seconds(MIN_INTERVAL_S, 60), metavar="SECONDS",
-                        help=f"sampling interval for this kernel ({MIN_INTERVAL_S:g}-60; default: unchanged, 1 s at start)")
-    parser.add_argument("--gpus", type=_gpus, default="auto", metavar="auto|all|0,1",
-                        help="which GPUs: the ones this kernel uses (auto, default), all, or NVML indices")
-    parser.add_argument("--quiet", action="store_true", help="%%%%gpuwatch: no live charts, only the summary")
-    return parser
-
-
 def _in_kernel(shell: Any) -> bool:
     return getattr(shell, "kernel", None) is not None
+
+
+def _help(parser: argparse.ArgumentParser) -> str:
+    """The option listing with a plain "usage:" line, for ``--help`` and after an error.
+
+    IPython's formatter starts the usage with an RST block ("::\n\n  %gpuwatch ...", which is what
+    ``%gpuwatch?`` shows); printed as text, "usage: %gpuwatch ..." reads better.
+    """
+    rst_usage = parser.format_usage().strip()
+    first, *rest = rst_usage.removeprefix("::").strip().splitlines()
+    indent = " " * (len("usage: ") + first.index(" ") + 1)  # under the first option, as argparse does
+    usage = "\n".join([f"usage: {first}", *(indent + line.strip() for line in rest)])
+    return usage + parser.format_help().strip().removeprefix(rst_usage)
 
 
 @magics_class
 class GpuWatchMagics(Magics):
     dashboard: GpuDashboard | None = None
 
+    @magic_arguments()
+    @kwds(epilog=USAGE_TAIL)
+    @argument("-h", "--help", action="store_true", help="show this help and do nothing else")
+    @argument("--window", type=_seconds(10, MAX_WINDOW_S), default=300.0, metavar="SECONDS",
+              help=f"how much history the charts show (10-{MAX_WINDOW_S:g}, default 300)")
+    @argument("--interval", type=_seconds(MIN_INTERVAL_S, 60), metavar="SECONDS",
+              help=f"sampling interval for this kernel ({MIN_INTERVAL_S:g}-60; default: unchanged, 1 s at start)")
+    @argument("--gpus", type=_gpus, default="auto", metavar="auto|all|0,1",
+              help="which GPUs: the ones this kernel uses (auto, default), all, or NVML indices")
+    @argument("--quiet", action="store_true", help="%%%%gpuwatch: no live charts, only the summary")
+    # No choices=: argparse would name the positional by its dest in the error ("argument action: ...").
+    @argument("action", nargs="?", metavar="stop", help="stop the live dashboard (line magic only)")
     @line_cell_magic
     def gpuwatch(self, line: str = "", cell: str | None = None) -> Any:
-        """Watch the GPUs. ``%gpuwatch --help`` lists the options."""
+        """Watch the GPUs: a live dashboard (%gpuwatch) or a summary of one cell (%%gpuwatch)."""
         __tracebackhide__ = True
+        parser = GpuWatchMagics.gpuwatch.parser
         try:
-            args = build_parser().parse_args(line.split())
-        except _Exit:
+            args = parse_argstring(GpuWatchMagics.gpuwatch, line)
+        except UsageError as exc:
+            raise UsageError(f"{exc}\n\n{_help(parser)}") from None
+        except ValueError as exc:  # the line's quotes do not close
+            raise UsageError(f"cannot split the options {line.strip()!r}: {exc}\n\n{_help(parser)}") from None
+        if args.help:
+            print(_help(parser))
             return None
+        if args.action not in (None, "stop"):
+            raise UsageError(f"unknown action {args.action!r}: the only one is stop (%gpuwatch stop)\n\n{_help(parser)}")
         if cell is None:
             return self._line(args)
         if args.action:
-            raise UsageError(f"'{args.action}' is for the line magic: %gpuwatch {args.action}\n\n{build_parser().format_help()}")
+            raise UsageError(f"'{args.action}' is for the line magic: %gpuwatch {args.action}\n\n{_help(parser)}")
         return self._cell(args, cell)
 
     # -- %gpuwatch ------------------------------------------------------------------------------
@@ -151,8 +156,7 @@ class GpuWatchMagics(Magics):
                 snap = sampler.latest
                 age, why = sampler.staleness()
                 if why is not None:  # a driver call hangs: the last sample (if any), marked stale
-                    snap = {**(snap or {"backend": sampler.backend.name, "devices": []}),
-                            "status": STALE, "reason": why, "sample_age_s": age}
+                    snap = aged(with_status(snap, STALE, why, sampler.backend), STALE, why, age)
                 if snap is None:
                     print("gpuwatch: no GPU sample yet (the sampler has not finished its first read)")
                 else:

@@ -5,12 +5,46 @@ executed headless (nbclient, papermill).
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from ..metrics.catalogue import SUMMARY, Metric, shown_in
 from ..metrics.throttle import LABELS
 from ..widgets import units
-from ..runs.gpu_trace import GpuTrace
+from ..runs.gpu_trace import DeviceTrace, GpuTrace
 from ..widgets.torch_probe import TorchState
+
+
+def _word(m: Metric) -> str:
+    """The metric's label as it reads after "GPU 0 <name>:": "GPU busy" -> "busy"."""
+    label = m.label[4:] if m.label.startswith("GPU ") else m.label
+    return label if label[1:2].isupper() else label[:1].lower() + label[1:]  # "SM clock" stays
+
+
+def _peak(d: DeviceTrace, field: str) -> float | None:
+    """The highest value of a sample field over the cell: the running peaks the trace keeps (exact
+    however long the cell), else the samples it still holds."""
+    kept = {"utilization_gpu_percent": d.util_peak, "memory_used_bytes": d.memory_peak,
+            "temperature_c": d.temperature_peak, "power_w": d.power_peak}
+    if field in kept:
+        return kept[field]
+    values = [v for v in d.columns.get(field, ()) if not math.isnan(v)]
+    return max(values) if values else None
+
+
+def _figure(m: Metric, d: DeviceTrace, peak: float, change: float | None) -> str:
+    """One metric's figure on a GPU's summary line, in the catalogue's words, unit and digits."""
+    # Bytes shown in GiB: small amounts in MiB instead ("0.0 GiB" would say nothing).
+    text = units.gib if m.field.endswith("_bytes") and m.unit == "GiB" else m.text
+    if m.field == "utilization_gpu_percent" and d.util_mean is not None:
+        return f"{_word(m)} mean {text(d.util_mean)} (peak {text(peak)})"
+    out = f"{_word(m)} peak {text(peak)}"
+    limit = d.memory_total if m.y_max_field == "memory_total_bytes" else d.latest.get(m.y_max_field or "")
+    if limit:
+        out += f" of {text(limit)}"
+    if change:
+        out += f" ({'+' if change > 0 else '-'}{text(abs(change))} during the cell)"
+    return out
 
 
 def summarize(trace: GpuTrace, duration_s: float, interval_s: float, torch: TorchState | None = None,
@@ -49,20 +83,17 @@ def summarize(trace: GpuTrace, duration_s: float, interval_s: float, torch: Torc
         last_used = d.latest.get("memory_used_bytes")
         if d.memory_first is not None and last_used is not None:
             gpu["memory_change_bytes"] = last_used - d.memory_first
+        # Peaks in each metric's unit, by metric id: what the line prints, as data.
+        gpu["peaks"] = {}
         data["gpus"].append(gpu)
         parts = []
-        if d.util_mean is not None:
-            parts.append(f"busy mean {d.util_mean:.0f}% (peak {d.util_peak:.0f}%)")
-        if d.memory_peak is not None:
-            mem = f"memory peak {units.gib(d.memory_peak)}" + (f" of {units.gib(d.memory_total)}" if d.memory_total else "")
-            change = gpu["memory_change_bytes"]
-            if change:
-                mem += f" ({'+' if change > 0 else '-'}{units.gib(abs(change))} during the cell)"
-            parts.append(mem)
-        if d.temperature_peak is not None:
-            parts.append(f"temperature peak {d.temperature_peak:.0f} °C")
-        if d.power_peak is not None:
-            parts.append(f"power peak {d.power_peak:.0f} W")
+        for m in shown_in(SUMMARY):
+            peak = _peak(d, m.field)
+            if peak is None:
+                continue
+            gpu["peaks"][m.id] = m.value(peak)
+            change = gpu["memory_change_bytes"] if m.field == "memory_used_bytes" else None
+            parts.append(_figure(m, d, peak, change))
         if d.energy_j:
             parts.append(f"energy {d.energy_j / 1000:.2f} kJ")
         if d.throttled_s:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from . import throttle
+
 # The views that draw or summarise metrics.
 SIDEBAR = "sidebar"  # a card row and a history chart per GPU in the JupyterLab sidebar
 MONITOR = "monitor"  # a GPU chart beside the loss curves in TrainingMonitor (and its static PNG)
@@ -98,7 +100,6 @@ METRICS: tuple[Metric, ...] = (
 )
 
 
-
 def metric(metric_id: str) -> Metric:
     # A scan, not a dict built at import: a test (or a plug-in) may extend METRICS.
     for m in METRICS:
@@ -112,3 +113,14 @@ def shown_in(view: str) -> tuple[Metric, ...]:
     if view not in VIEWS:
         raise ValueError(f"no view {view!r}: use one of {', '.join(VIEWS)}")
     return tuple(m for m in METRICS if view in m.views)
+
+
+def catalogue_json() -> dict[str, Any]:
+    """What ``GET /gpu-widgets/api/v1/metrics`` answers: the metrics, then the throttle reasons' words."""
+    return {
+        "metrics": [m.as_json() for m in METRICS],
+        "throttle_reasons": [
+            {"name": name, "label": label, "slowdown": name in throttle.SLOWDOWNS}
+            for _, name, label in throttle.REASONS
+        ],
+    }

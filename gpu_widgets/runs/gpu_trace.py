@@ -6,7 +6,9 @@ bounded plot curves (utilization, memory, temperature, power, PyTorch's memory; 
 the start), throttle episodes, and running totals for the header, the advice and summaries: mean
 and peak utilization, peak memory, peak temperature and power, energy, time spent throttled.
 
-Rows for files are flat: ``{"time", "gpu", <field>..., "throttle_reasons"}``; a GPU's ``name``
+Throttle reasons stay NVML's bitmask from the snapshot to the columns; rows (what files hold and
+``rows()`` gives) carry them as names. Rows for files are flat:
+``{"time", "gpu", <field>..., "throttle_reasons"}``; a GPU's ``name``
 and the ``backend`` are written on its first row and whenever they change (readers carry them
 forward), which keeps ``gpu.jsonl`` near 250 bytes a sample.
 
@@ -28,11 +30,12 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from ..metrics.throttle import SLOWDOWNS, mask_from_names, names_from_mask
+from ..metrics.catalogue import MONITOR, shown_in
+from ..metrics.throttle import json_names, mask_from_names, names_from_mask, slowdown_names
 from ..store.decimator import Decimator
 
 # Snapshot fields kept per sample (all numeric), in the order the files show them.
-FIELDS: tuple[str, ...] = (
+BASE_FIELDS: tuple[str, ...] = (
     "utilization_gpu_percent",
     "utilization_memory_percent",
     "memory_used_bytes",
@@ -43,6 +46,17 @@ FIELDS: tuple[str, ...] = (
     "energy_j",
     "sm_clock_mhz",
 )
+
+
+def recorded_fields() -> tuple[str, ...]:
+    """BASE_FIELDS, then the field and ``y_max_field`` of every metric the catalogue shows in the
+    TrainingMonitor: a metric added there is recorded (and charted) with no edit here. Read when
+    a trace is made, so a catalogue extended at run time counts too."""
+    extra = (f for m in shown_in(MONITOR) for f in (m.field, m.y_max_field) if f is not None)
+    return tuple(dict.fromkeys((*BASE_FIELDS, *extra)))
+
+
+FIELDS: tuple[str, ...] = recorded_fields()
 # PyTorch's allocator on this GPU, when this process uses it through torch (see torch_probe).
 TORCH_FIELDS: tuple[str, ...] = ("torch_allocated_bytes", "torch_reserved_bytes", "torch_peak_allocated_bytes")
 # Whole numbers; stored as floats (NaN = missing), given back as ints.
@@ -54,6 +68,7 @@ MAX_EPISODES = 1000  # throttle episodes kept for the charts (the totals count t
 MAX_GAP_S = 5.0
 NAN = math.nan
 NO_REASONS = -1  # throttle mask column: reasons not readable
+INT64_BITS = (1 << 63) - 1  # the column is int64: bit 63, which NVML does not use, cannot be held
 
 
 @dataclass
@@ -129,11 +144,11 @@ def typed_row(t: float, gpu: int, values: Iterable[tuple[str, Any]], reasons: li
     return out
 
 
-def as_kept(row: Mapping[str, Any]) -> dict[str, Any]:
+def as_kept(row: Mapping[str, Any], fields: tuple[str, ...] = FIELDS) -> dict[str, Any]:
     """A row read back from ``gpu.jsonl``, typed as the columns hold it (reasons go through the
     mask too), so rows from the file and from memory compare equal."""
     reasons = row.get("throttle_reasons")
-    return typed_row(row["time"], row["gpu"], ((f, row.get(f)) for f in FIELDS + TORCH_FIELDS),
+    return typed_row(row["time"], row["gpu"], ((f, row.get(f)) for f in fields + TORCH_FIELDS),
                      None if reasons is None else names_from_mask(mask_from_names(reasons)), row.get("lost"))
 
 
@@ -155,6 +170,22 @@ CURVES: dict[str, tuple[str, float]] = {
 }
 
 
+def curve_specs() -> dict[str, tuple[str, float]]:
+    """CURVES, and a curve named by its id for each monitor metric whose field has none (in the
+    metric's unit: the divisor undoes its scale)."""
+    specs = dict(CURVES)
+    sources = {source for source, _ in CURVES.values()}
+    for m in shown_in(MONITOR):
+        if m.field not in sources:
+            specs[m.id] = (m.field, 1.0 / m.scale)
+    return specs
+
+
+def curve_of(field_name: str, specs: Mapping[str, tuple[str, float]]) -> str | None:
+    """The curve that plots ``field_name``."""
+    return next((name for name, (source, _) in specs.items() if source == field_name), None)
+
+
 def episode_line(episodes: list[list[float]], y: float) -> tuple[list[float], list[float]]:
     """Throttle episodes as one line of segments at height ``y``, NaN between them (a gap)."""
     xs: list[float] = []
@@ -172,6 +203,8 @@ class GpuTrace:
         self.t0 = t0
         self.max_points = max_points
         self.devices: dict[int, DeviceTrace] = {}
+        self.fields = recorded_fields()
+        self.curve_specs = curve_specs()
         self.order = array("h")  # the GPU of each sample, in arrival order
         self.backend: str | None = None
         self.status: str | None = None
@@ -195,7 +228,8 @@ class GpuTrace:
     def _device(self, index: int) -> DeviceTrace:
         d = self.devices.get(index)
         if d is None:
-            d = self.devices[index] = DeviceTrace(index, curves={name: Decimator(self.max_points) for name in CURVES})
+            d = self.devices[index] = DeviceTrace(index, curves={name: Decimator(self.max_points) for name in self.curve_specs},
+                                                    columns={f: array("d") for f in self.fields + TORCH_FIELDS})
         return d
 
     def add_snapshot(self, snap: Mapping[str, Any], watched: Iterable[int] | None = None,
@@ -212,15 +246,16 @@ class GpuTrace:
             if keep is not None and dev["index"] not in keep:
                 continue
             row: dict[str, Any] = {"time": t, "gpu": dev["index"], "name": dev.get("name"), "backend": self.backend}
-            for f in FIELDS:
+            for f in self.fields:
                 row[f] = dev.get(f)
-            row["throttle_reasons"] = dev.get("throttle_reasons")
+            mask = dev.get("throttle_reasons")
+            row["throttle_reasons"] = json_names(mask)  # the row is what the run log writes
             if extra and dev["index"] in extra:
                 row.update(extra[dev["index"]])
             if dev.get("status") == "lost":
                 row["lost"] = True
             self._device(dev["index"]).uuid = dev.get("uuid")
-            self.add_row(row)
+            self._add(row, mask)
             rows.append(self.file_row(row))
         return rows
 
@@ -233,7 +268,12 @@ class GpuTrace:
         return row
 
     def add_row(self, row: Mapping[str, Any]) -> None:
-        """Fold in one flat sample row (from a snapshot, or from a saved run)."""
+        """Fold in one flat sample row (from a saved run: reasons as names)."""
+        reasons = row.get("throttle_reasons")
+        self._add(row, None if reasons is None else mask_from_names(reasons))
+
+    def _add(self, row: Mapping[str, Any], mask: int | None) -> None:
+        """Fold in one row whose throttle reasons are ``mask`` (None: not read)."""
         d = self._device(int(row["gpu"]))
         d.name = row.get("name") or d.name
         self.backend = row.get("backend") or self.backend  # a saved run stays labelled simulated
@@ -242,8 +282,7 @@ class GpuTrace:
         for f, col in d.columns.items():
             v = row.get(f)
             col.append(NAN if v is None else v)
-        reasons = row.get("throttle_reasons")
-        d.throttle.append(NO_REASONS if reasons is None else mask_from_names(reasons))
+        d.throttle.append(NO_REASONS if mask is None else mask & INT64_BITS)
         d.lost.append(1 if row.get("lost") else 0)
         self.order.append(d.index)  # last: a reader on another thread finds the columns filled
         d.samples += 1
@@ -269,7 +308,7 @@ class GpuTrace:
         if energy is not None:
             d.energy_first = energy if d.energy_first is None else d.energy_first
             d.energy_last = energy
-        slow = [r for r in reasons or () if r in SLOWDOWNS]
+        slow = slowdown_names(mask)
         x = t - self.t0
         if slow:
             if d.throttled_last and d.last_t is not None and t - d.last_t <= MAX_GAP_S:
@@ -286,7 +325,7 @@ class GpuTrace:
         if allocated is not None:
             d.torch_allocated_min = allocated if d.torch_allocated_min is None else min(d.torch_allocated_min, allocated)
         d.torch_peak_allocated = _peak(d.torch_peak_allocated, peak)
-        for name, (source, scale) in CURVES.items():
+        for name, (source, scale) in self.curve_specs.items():
             v = row.get(source)
             d.curves[name].extend((x,), (NAN if v is None else v / scale,))
 
@@ -343,7 +382,7 @@ class GpuTrace:
 
         names: dict[int, tuple[Any, Any]] = {}  # the file writes labels where they change: carry them
         for raw in spilled:
-            row = as_kept(raw)
+            row = as_kept(raw, self.fields)
             last = names.get(row["gpu"], (None, None))
             label = names[row["gpu"]] = (raw.get("name") or last[0], raw.get("backend") or last[1])
             add(row, label)

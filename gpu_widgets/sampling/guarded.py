@@ -10,7 +10,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from ..backends import Backend, open_backend
-from .snapshot import take
+from ..metrics.samples import Snapshot
+from .snapshot import aged, empty, take
 from .stall import STALE, stale_after_s, waiting_on
 
 
@@ -20,8 +21,8 @@ class GuardedReader:
     def __init__(self, choice: str | None, interval_s: float = 1.0) -> None:
         self.choice, self.interval_s = choice, interval_s
         self.backend: Backend | None = None
-        self._job: tuple[threading.Thread, Future[dict[str, Any]]] | None = None
-        self._last: dict[str, Any] | None = None
+        self._job: tuple[threading.Thread, Future[Snapshot]] | None = None
+        self._last: Snapshot | None = None
         self._since = time.monotonic()  # of the last snapshot, or of the start
 
     @property
@@ -30,10 +31,11 @@ class GuardedReader:
         return self._job is not None and self._job[0].is_alive()
 
     def snapshot(self) -> dict[str, Any]:
-        """A fresh snapshot with its ``sample_age_s``, or the stale answer once the deadline passed.
-        Raises what opening the backend raised (ConfigError for a bad setting)."""
+        """A fresh snapshot with its ``sample_age_s``, or the stale answer once the deadline passed
+        (``snapshot.public`` gives its JSON). Raises what opening the backend raised (ConfigError
+        for a bad setting)."""
         if self._job is None:
-            future: Future[dict[str, Any]] = Future()
+            future: Future[Snapshot] = Future()
             thread = threading.Thread(target=self._read, args=(future,), name="gpu-widgets-read", daemon=True)
             self._job = (thread, future)
             thread.start()
@@ -47,9 +49,9 @@ class GuardedReader:
             if future.done():
                 self._job = None
         self._last, self._since = snap, time.monotonic()
-        return _fresh(snap, snap["status"], snap["reason"], round(max(0.0, time.time() - snap["timestamp"]), 3))
+        return aged(snap, snap["status"], snap["reason"], round(max(0.0, time.time() - snap["timestamp"]), 3))
 
-    def _read(self, future: Future[dict[str, Any]]) -> None:
+    def _read(self, future: Future[Snapshot]) -> None:
         try:
             if self.backend is None:
                 self.backend = open_backend(self.choice)
@@ -63,17 +65,5 @@ class GuardedReader:
             why += " (opening the GPU backend)"
         last = self._last
         if last is None:
-            system = self.backend.system if self.backend is not None else {}
-            empty = {"backend": self.backend.name if self.backend is not None else None, "timestamp": time.time(),
-                     "driver_version": system.get("driver_version"),
-                     "cuda_driver_version": system.get("cuda_driver_version"),
-                     "nvml_version": system.get("nvml_version"), "cuda_visible_devices": None, "devices": []}
-            return _fresh(empty, STALE, why, None)
-        return _fresh(last, STALE, why, round(time.time() - last["timestamp"], 3))
-
-
-def _fresh(snap: dict[str, Any], status: str, reason: str | None, age_s: float | None) -> dict[str, Any]:
-    """``snap`` with status, reason and sample_age_s after its backend (the documented order)."""
-    out = {"backend": snap.get("backend"), "status": status, "reason": reason, "sample_age_s": age_s}
-    out.update((k, v) for k, v in snap.items() if k not in out)
-    return out
+            return aged(empty(STALE, why, self.backend), STALE, why, None)
+        return aged(last, STALE, why, round(time.time() - last["timestamp"], 3))

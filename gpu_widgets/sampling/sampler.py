@@ -6,6 +6,9 @@ clocks, P-state and throttle reasons are read at every tick (default 1 s, floor 
 throughput (the driver blocks ~20 ms per call) and the process list are read on a separate
 thread every ``slow_interval_s`` (default 2 s, at most 5 s), and each tick carries the latest
 of those, so slow calls never delay the fast ones.
+
+``latest`` and subscribers get a ``Snapshot`` (metrics/samples.py), shared by all of them: read
+it, do not change it. Its throttle reasons are NVML's bitmask; ``snapshot.public`` gives the JSON.
 """
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ import warnings
 from typing import Any, Callable
 
 from ..backends import Backend, ConfigError, open_backend
-from .clock import Clock, next_deadline
+from ..metrics.samples import Snapshot, SlowRead
 from ..store.history import History
+from .clock import Clock, next_deadline
 from .snapshot import PENDING, compose
 from .stall import stale_after_s, waiting_on
 
@@ -29,7 +33,7 @@ DEFAULT_SLOW_INTERVAL_S = 2.0
 MAX_SLOW_INTERVAL_S = 5.0
 DEFAULT_WINDOW_S = 3600.0
 
-Subscriber = Callable[[dict[str, Any]], None]
+Subscriber = Callable[[Snapshot], None]
 
 
 def checked_interval(value: Any, name: str = "interval_s") -> float:
@@ -69,8 +73,8 @@ class Sampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._latest: dict[str, Any] | None = None
-        self._slow: dict[int, dict[str, Any]] = {}
+        self._latest: Snapshot | None = None
+        self._slow: dict[int, SlowRead] = {}
         self._slow_ready = threading.Event()
         # MIG UUIDs: None until start() reads them. GPU UUIDs come from each read instead, so a GPU
         # that could not tell its UUID at start (lost, a timeout) maps CUDA_VISIBLE_DEVICES once it does.
@@ -155,7 +159,7 @@ class Sampler:
         return unsubscribe
 
     @property
-    def latest(self) -> dict[str, Any] | None:
+    def latest(self) -> Snapshot | None:
         return self._latest
 
     def staleness(self) -> tuple[float | None, str | None]:
@@ -218,7 +222,7 @@ class Sampler:
         self._slow = {p["index"]: p for p in parts}
         self._slow_mono = self.clock.monotonic()
 
-    def tick(self) -> dict[str, Any] | None:
+    def tick(self) -> Snapshot | None:
         """Take one sample now (the loop calls this; tests and one-shot users may too)."""
         t, m = self.clock.wall(), self.clock.monotonic()
         slow, pending = self._fresh_slow(m)
@@ -240,8 +244,7 @@ class Sampler:
                     log.exception("gpu-widgets: a sampler subscriber raised; it stays subscribed")
         return snapshot
 
-
-    def _fresh_slow(self, now: float) -> tuple[dict[int, dict[str, Any]], str]:
+    def _fresh_slow(self, now: float) -> tuple[dict[int, SlowRead], str]:
         """The slow parts for this tick, and the reason for slow fields that have none. A slow
         read stuck for 3 slow intervals makes them null with the call it waits on, rather
         than an old process list or "not read yet" for ever."""

@@ -1,25 +1,35 @@
-"""A snapshot: the public JSON of one sample of every GPU (served by the API and `--json`)."""
+"""A snapshot: one sample of every GPU. This module is the only place that shapes one.
+
+``compose`` merges a backend's reads; ``empty`` is the snapshot with no devices (before the
+first sample, without a GPU); ``with_status`` restates a snapshot's status (stale, say);
+``aged`` adds how old it is; ``public`` turns one into its JSON form (served by the API and
+``snapshot --json``), the one step where the throttle bitmask becomes names.
+"""
 from __future__ import annotations
 
 import os
-from typing import Any
+import time
+from typing import Any, Mapping
 
 from ..backends.base import Backend
 from ..metrics.fields import SLOW_FIELDS
+from ..metrics.samples import FastRead, Snapshot, SlowRead
+from ..metrics.throttle import json_names
 from .visibility import cuda_visible_indices
 
 PENDING = "not read yet (read on the slow cadence)"
+_NO_SYSTEM: Mapping[str, Any] = {}
 
 
 def compose(
     backend: Backend,
     timestamp: float,
-    fast: list[dict[str, Any]],
-    slow: dict[int, dict[str, Any]],
+    fast: list[FastRead],
+    slow: Mapping[int, SlowRead],
     uuids: list[str | None] | None = None,
     mig_uuids: list[list[str] | None] | None = None,
     pending: str = PENDING,
-) -> dict[str, Any]:
+) -> Snapshot:
     """Merge a fast read with the latest slow read of each device into one snapshot.
 
     A device without a slow part has its slow fields null with ``pending`` as the reason.
@@ -28,39 +38,92 @@ def compose(
     copying them again cost a tenth of a tick). The slow parts are shared, so only read.
     """
     for dev in fast:
-        unavailable = dev.pop("unavailable", None)
+        d: Any = dev  # becomes a DeviceSample here
+        unavailable = d.pop("unavailable", None)
         if unavailable is None:
             unavailable = {}
-        if dev.get("status") != "lost":
-            part = slow.get(dev["index"])
+        if d.get("status") != "lost":
+            part: Any = slow.get(d["index"])
             if part is None:
                 for f in SLOW_FIELDS:
-                    dev[f] = None
+                    d[f] = None
                     unavailable[f] = pending
             else:
                 for f in SLOW_FIELDS:
-                    dev[f] = part.get(f)
+                    d[f] = part.get(f)
                 more = part.get("unavailable")
                 if more:
                     unavailable.update(more)
-        dev["unavailable"] = unavailable  # last, after the slow fields, as people read it
-    devices = fast
+        d["unavailable"] = unavailable  # last, after the slow fields, as people read it
     if uuids is None:
         uuids = [d.get("uuid") for d in fast]
+    visible = cuda_visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), uuids, mig_uuids)
+    return _shaped(backend.name, backend.status, backend.reason, timestamp, backend.system, visible, fast)
+
+
+def _shaped(backend: str | None, status: str, reason: str | None, timestamp: float, system: Mapping[str, Any],
+            visible: list[int] | None, devices: list[Any]) -> Snapshot:
+    """The snapshot's keys in their documented order."""
     return {
-        "backend": backend.name,
-        "status": backend.status,
-        "reason": backend.reason,
+        "backend": backend,
+        "status": status,
+        "reason": reason,
         "timestamp": timestamp,
-        "driver_version": backend.system.get("driver_version"),
-        "cuda_driver_version": backend.system.get("cuda_driver_version"),
-        "nvml_version": backend.system.get("nvml_version"),
-        "cuda_visible_devices": cuda_visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), uuids, mig_uuids),
+        "driver_version": system.get("driver_version"),
+        "cuda_driver_version": system.get("cuda_driver_version"),
+        "nvml_version": system.get("nvml_version"),
+        "cuda_visible_devices": visible,
         "devices": devices,
     }
 
 
-def take(backend: Backend, timestamp: float) -> dict[str, Any]:
+def empty(status: str, reason: str | None, backend: Backend | str | None = None,
+          timestamp: float | None = None) -> Snapshot:
+    """A snapshot without devices: no sample yet, no GPU, or nothing read before a deadline.
+
+    ``backend`` (a Backend, or only its name) gives the name and the driver versions it knows.
+    """
+    name: str | None = backend.name if isinstance(backend, Backend) else backend
+    system: Mapping[str, Any] = backend.system if isinstance(backend, Backend) else _NO_SYSTEM
+    return _shaped(name, status, reason, time.time() if timestamp is None else timestamp, system, None, [])
+
+
+def with_status(snap: Snapshot | None, status: str, reason: str | None,
+                backend: Backend | str | None = None) -> Snapshot:
+    """``snap`` (shared, so copied) with another status and reason; an empty snapshot for None."""
+    if snap is None:
+        return empty(status, reason, backend)
+    out = dict(snap)
+    out.update(status=status, reason=reason)
+    return out  # type: ignore[return-value]
+
+
+def aged(snap: Snapshot | Mapping[str, Any], status: str, reason: str | None, age_s: float | None) -> dict[str, Any]:
+    """``snap`` as an answer gives it: ``status``, ``reason`` and ``sample_age_s`` (seconds since
+    it was taken, as of the answer) right after its backend, the documented order."""
+    out: dict[str, Any] = {"backend": snap.get("backend"), "status": status, "reason": reason, "sample_age_s": age_s}
+    out.update((k, v) for k, v in snap.items() if k not in out)
+    return out
+
+
+def public(snap: Snapshot | Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON form of a snapshot: a shallow copy whose devices carry ``throttle_reasons`` as names.
+
+    The snapshot is shared (every subscriber gets the same one), so the devices are copied
+    rather than changed."""
+    out = dict(snap)
+    out["devices"] = [_public_device(d) for d in snap["devices"]]
+    return out
+
+
+def _public_device(dev: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(dev)
+    if "throttle_reasons" in out:
+        out["throttle_reasons"] = json_names(out["throttle_reasons"])
+    return out
+
+
+def take(backend: Backend, timestamp: float) -> Snapshot:
     """One complete snapshot, slow fields included, read right now (for the CLI)."""
     fast = backend.read_fast(timestamp)
     slow = {d["index"]: d for d in backend.read_slow(timestamp)}

@@ -17,6 +17,7 @@ from tornado import web
 from tornado.ioloop import IOLoop
 from tornado.iostream import StreamClosedError
 
+from ..metrics import catalogue
 from . import kernels, params, privacy
 from .service import GpuService
 
@@ -27,11 +28,28 @@ INLINE_HISTORY_VALUES = 256
 MIN_MAX_POINTS = 2
 # A samples answer at least this big is written without being copied (SamplesHandler.get).
 BIG_ANSWER_BYTES = 1 << 16
+# How long a browser may reuse the metric catalogue without asking (it is fixed while the server
+# runs; a restart with another version may change it, so not forever).
+METRICS_MAX_AGE_S = 300
 
 
 @lru_cache(maxsize=1)
 def openapi_document() -> str:
     return resources.files(__package__).joinpath("openapi.json").read_text(encoding="utf-8")
+
+
+# The catalogue's JSON, made once per catalogue: keyed on the METRICS tuple so that a test (or a
+# plug-in) that extends the catalogue is served what it added.
+_catalogue_body: tuple[object, str] = ((), "")
+
+
+def catalogue_document() -> str:
+    global _catalogue_body
+    metrics, body = _catalogue_body
+    if metrics is not catalogue.METRICS:
+        body = json.dumps(catalogue.catalogue_json(), allow_nan=False)
+        _catalogue_body = (catalogue.METRICS, body)
+    return body
 
 
 class BaseApiHandler(APIHandler):
@@ -107,11 +125,7 @@ class LatestHandler(BaseApiHandler):
         self.check_params()
         snap = self.service.latest()
         if snap is None:
-            status = self.service.status()
-            snap = {key: status[key] for key in ("backend", "status", "reason", "sample_age_s", "driver_version",
-                                                 "cuda_driver_version", "nvml_version")}
-            snap.update(timestamp=status["server_time"], cuda_visible_devices=None, devices=[])
-            self.send(snap)  # no devices yet, so no processes to redact
+            self.send(self.service.pending_answer())  # no devices yet, so no processes to redact
             return
         self.set_header("Content-Type", "application/json")
         self.finish(self.service.latest_answer(snap, self._me()))
@@ -190,6 +204,18 @@ class OpenApiHandler(BaseApiHandler):
         self.finish(openapi_document())
 
 
+class MetricsHandler(BaseApiHandler):
+    """The metric catalogue. It changes only with the package, so browsers may keep it a while and
+    then revalidate it by its ETag (tornado answers 304 when it still matches)."""
+
+    @web.authenticated
+    def get(self) -> None:
+        self.check_params()
+        self.set_header("Cache-Control", f"private, max-age={METRICS_MAX_AGE_S}")
+        self.set_header("Content-Type", "application/json")
+        self.finish(catalogue_document())
+
+
 class NotFoundHandler(BaseApiHandler):
     @web.authenticated
     def get(self, path: str) -> None:
@@ -203,6 +229,7 @@ ROUTES: tuple[tuple[str, type[BaseApiHandler]], ...] = (
     ("samples/latest", LatestHandler),
     ("samples", SamplesHandler),
     ("processes", ProcessesHandler),
+    ("metrics", MetricsHandler),
     ("openapi.json", OpenApiHandler),
 )
 

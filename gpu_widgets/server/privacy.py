@@ -7,6 +7,7 @@ containers).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 HIDDEN = ("name", "uid", "user", "command")
@@ -19,7 +20,7 @@ def server_uid() -> int:
     return os.getuid()
 
 
-def redact_process(proc: dict[str, Any], me: int) -> dict[str, Any]:
+def redact_process(proc: Mapping[str, Any], me: int) -> Mapping[str, Any]:
     """A copy of ``proc`` with name, uid, user and command nulled when uid ``me`` does not own it."""
     owner = proc.get("uid")
     if owner is not None and owner == me:
@@ -34,8 +35,9 @@ def redact_process(proc: dict[str, Any], me: int) -> dict[str, Any]:
     return out
 
 
-def redact_snapshot(snapshot: dict[str, Any], me: int) -> dict[str, Any]:
-    """A shallow copy of a snapshot whose processes are redacted (the original is shared)."""
+def redact_snapshot(snapshot: Mapping[str, Any], me: int) -> dict[str, Any]:
+    """A shallow copy of a snapshot (or of its JSON form) whose processes are redacted (the
+    original is shared)."""
     devices = []
     for dev in snapshot["devices"]:
         procs = dev.get("processes")

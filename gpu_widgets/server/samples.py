@@ -18,6 +18,8 @@ from functools import partial
 from json import dumps as _dumps
 from typing import TYPE_CHECKING, Any
 
+from ..metrics.throttle import json_names
+
 if TYPE_CHECKING:
     from .service import GpuService
 
@@ -145,6 +147,7 @@ class SamplesAnswers:
         pieces = [head[:-1], ',"devices":[']
         held_since = time.perf_counter()
         for i, dev in enumerate(devices):
+            dev["throttle_reasons"] = [json_names(m) for m in dev["throttle_reasons"]]  # masks until now
             dev["unavailable"] = reasons.get(dev["index"], {})
             if i:
                 pieces.append(",")

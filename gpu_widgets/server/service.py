@@ -11,11 +11,14 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from .._version import __version__
 from ..backends import Backend, ConfigError, NoGpuBackend, open_backend
+from ..metrics.samples import Snapshot
 from ..sampling.sampler import Sampler
+from ..sampling.snapshot import aged, empty, public
 from ..sampling.stall import STALE, stale_after_s, waiting_on
 from .privacy import redact_snapshot
 from .samples import SamplesAnswers
@@ -23,6 +26,8 @@ from .samples import SamplesAnswers
 STARTING = "starting"
 # Added to the latest sample when it is served: they say whether it is still current.
 FRESHNESS_KEYS = ("status", "reason", "sample_age_s")
+
+
 class GpuService:
     def __init__(
         self,
@@ -51,7 +56,7 @@ class GpuService:
         self._thread: threading.Thread | None = None
         self._opening_since: float | None = None
         self._stopped = False
-        self._latest_json: tuple[dict[str, Any], int | None, str] | None = None
+        self._latest_json: tuple[Snapshot, int | None, str] | None = None
         self.samples = SamplesAnswers(self, max_response_points)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -103,7 +108,7 @@ class GpuService:
         self._devices = devices
         self._device_status = [_card_key(d) for d in devices]
 
-    def _on_sample(self, snapshot: dict[str, Any]) -> None:
+    def _on_sample(self, snapshot: Snapshot) -> None:
         # Runs on the sampler thread: a GPU that came back (or got lost), or whose name or UUID
         # NVML now tells, gets its card re-read here.
         status = [_card_key(d) for d in snapshot["devices"]]
@@ -155,27 +160,37 @@ class GpuService:
     def devices(self) -> list[dict[str, Any]]:
         return self._devices
 
-    def latest(self) -> dict[str, Any] | None:
+    def latest(self) -> Snapshot | None:
         return self.sampler.latest if self.sampler is not None else None
 
-    def latest_answer(self, snapshot: dict[str, Any], me: int | None) -> str:
+    def pending_answer(self) -> dict[str, Any]:
+        """The ``samples/latest`` answer before the first sample: no devices, the status of now."""
+        status = self.status()
+        snap: dict[str, Any] = dict(empty(status["status"], status["reason"], status["backend"], status["server_time"]))
+        snap.update((k, status[k]) for k in ("driver_version", "cuda_driver_version", "nvml_version"))
+        return aged(snap, status["status"], status["reason"], status["sample_age_s"])
+
+    def latest_answer(self, snapshot: Snapshot, me: int | None) -> str:
         """The ``samples/latest`` answer: the snapshot's shared JSON with ``status``, ``reason``
         and ``sample_age_s`` put in at the moment of answering (the sampler may be stuck)."""
         status = self.status()
         head = json.dumps({key: status[key] for key in FRESHNESS_KEYS})
         return f"{head[:-1]}, {self.latest_json(snapshot, me)[1:]}"
 
-    def latest_json(self, snapshot: dict[str, Any], me: int | None) -> str:
+    def latest_json(self, snapshot: Snapshot, me: int | None) -> str:
         """The JSON of ``snapshot`` (redacted for uid ``me`` unless None) but its status and
         reason, made once per sample: a hundred tabs polling the same second share it."""
         cached = self._latest_json
         if cached is not None and cached[0] is snapshot and cached[1] == me:
             return cached[2]
-        data = snapshot if me is None else redact_snapshot(snapshot, me)
+        data = public(snapshot)
+        if me is not None:
+            data = redact_snapshot(data, me)
         body = json.dumps({k: v for k, v in data.items() if k not in FRESHNESS_KEYS}, allow_nan=False)
         self._latest_json = (snapshot, me, body)
         return body
 
-def _card_key(device: dict[str, Any]) -> tuple[Any, ...]:
+
+def _card_key(device: Mapping[str, Any]) -> tuple[Any, ...]:
     """What, when it changes in a sample, makes a GPU's spec card worth reading again."""
     return device.get("status", "ok"), device.get("uuid"), device.get("name")

@@ -3,9 +3,10 @@
 Re-downsampling a million-step loss curve four times a second would cost more than the training
 loop's own Python. Instead, points are folded as they arrive into at most ``2 * max_points``
 blocks, each remembering its lowest and highest value (in the order they happened); when the
-blocks fill up, neighbours merge and every block covers twice as many points. The payload is
-then bounded by ``gpu_widgets.store.downsample`` (the same min/max buckets as the GPU history), which
-works on the few thousand block extremes instead of the raw points. Peaks and dips survive both.
+blocks fill up, neighbours merge and every block covers twice as many points. Merging and the
+payload's bound are both ``gpu_widgets.store.downsample``'s min/max buckets (the same as the GPU
+history's), on the few thousand block extremes instead of the raw points: a merge is a bucket of
+two blocks' four points. Peaks and dips survive both.
 Blocks live in a NumPy array: reading them all for a redraw then costs tens of µs, not ms.
 
 Non-finite values are not plotted (a NaN breaks a line, an inf breaks the scale); the first one
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .downsample import downsample_arrays
+from .downsample import downsample, extremes
 
 
 class Decimator:
@@ -71,19 +72,11 @@ class Decimator:
     def _halve(self) -> None:
         """Merge neighbouring blocks pairwise: each keeps the lower and the higher of its 4 points."""
         n = self.n_blocks
-        b = self._blocks[:n]
-        odd = b[-1].copy() if n % 2 else None
-        a, c = b[0:n - 1:2], b[1:n:2]
-        xs = np.stack((a[:, 0], a[:, 2], c[:, 0], c[:, 2]), axis=1)
-        ys = np.stack((a[:, 1], a[:, 3], c[:, 1], c[:, 3]), axis=1)
-        rows = np.arange(len(xs))
-        i_lo, i_hi = ys.argmin(axis=1), ys.argmax(axis=1)  # the first of equal values, in time order
-        x_lo, y_lo, x_hi, y_hi = xs[rows, i_lo], ys[rows, i_lo], xs[rows, i_hi], ys[rows, i_hi]
-        swap = x_lo > x_hi
-        merged = np.column_stack((np.where(swap, x_hi, x_lo), np.where(swap, y_hi, y_lo),
-                                  np.where(swap, x_lo, x_hi), np.where(swap, y_lo, y_hi)))
-        k = len(merged)
-        self._blocks[:k] = merged
+        k = n // 2
+        odd = self._blocks[n - 1].copy() if n % 2 else None
+        pts = self._blocks[:2 * k].reshape(-1, 2)  # each block's two points, in time order
+        at = extremes(pts[:, 1], k)  # buckets of 4 points: two blocks
+        self._blocks[:k] = pts[at.ravel()].reshape(k, 4)
         if odd is not None:
             self._blocks[k] = odd
             k += 1
@@ -104,7 +97,7 @@ class Decimator:
         keep[1::2] = (blocks[:, 2] != blocks[:, 0]) | (blocks[:, 3] != blocks[:, 1])  # one-point blocks
         xs, ys = pts[keep, 0], pts[keep, 1]
         if len(xs) > cap - 1:
-            bx, cols = downsample_arrays(xs, {"y": ys}, cap - 1)
+            bx, cols = downsample(xs, {"y": ys}, cap - 1)
             xs, ys = np.asarray(bx, dtype=float), np.asarray(cols["y"], dtype=float)
         if self.last is not None and (not len(xs) or (xs[-1], ys[-1]) != self.last):
             # The line must end at the newest value, not at its block's extreme.

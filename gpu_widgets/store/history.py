@@ -3,7 +3,9 @@
 Each device keeps one ``array('d')`` ring per numeric field (8 bytes a value, NaN for null),
 sharing one ring of timestamps. Capacity is fixed when the history is made, so memory is
 bounded by configuration: 1 h at 1 Hz for 8 GPUs is about 4 MB whatever runs for how long.
-Process lists are not kept here: they are large and only the latest matters.
+Process lists are not kept here: they are large and only the latest matters. Throttle reasons
+are kept as the sample has them, NVML's bitmask (``since()`` gives them back as ints; the server
+names them when it writes JSON).
 
 A big ``since()`` copies one device at a time under the lock (the sampler waits ~1 ms, not for a
 copy of every GPU's hour), so the ring keeps ``READ_MARGIN_S`` of samples beyond the window: a
@@ -18,19 +20,23 @@ from array import array
 from collections.abc import Iterator
 from typing import Any
 
-from .downsample import downsample, downsample_arrays
 from ..metrics.fields import SERIES_FIELDS
-from ..metrics.throttle import mask_from_names, names_from_mask
+from ..metrics.samples import Snapshot
+from .downsample import downsample
 
 NAN = float("nan")
-# From this many samples on, since() copies and downsamples with NumPy (imported then, so the CLI
-# never pays for it); below, plain lists are faster (an incremental poll asks for 1-2 samples).
+# From this many samples on, or when they must be downsampled, since() copies them with NumPy
+# (imported then, so the CLI never pays for it); below, plain lists are faster (an incremental
+# poll asks for 1-2 samples).
 NUMPY_FROM = 256
 THROTTLE = "throttle_mask"
 LOST = "lost"
 COLUMNS: tuple[str, ...] = SERIES_FIELDS + (THROTTLE, LOST)
 BITMASKS = frozenset({THROTTLE, LOST})
-_series_values = operator.itemgetter(*SERIES_FIELDS)
+# The series and the throttle mask in one C call (this runs per GPU per tick).
+_sample_values = operator.itemgetter(*SERIES_FIELDS, "throttle_reasons")
+# A float64 holds a whole number exactly up to 2**53: the mask keeps bits 0-52 (NVML defines 0-8).
+MASK_BITS = (1 << 53) - 1
 # Seconds of extra samples kept beyond the window for readers that copy device by device.
 READ_MARGIN_S = 10.0
 
@@ -80,7 +86,7 @@ class History:
             newest = self._times[(self._start + self._size - 1) % self.capacity]
             return self._first_after(t) <= self._first_after(newest - self.window_s)
 
-    def append(self, snapshot: dict[str, Any]) -> None:
+    def append(self, snapshot: Snapshot) -> None:
         with self._lock:
             self.appended += 1
             pos = (self._start + self._size) % self.capacity
@@ -100,13 +106,13 @@ class History:
                 entry["uuid"], entry["name"] = dev.get("uuid"), dev.get("name")
                 cols = entry["cols"]
                 try:
-                    values = _series_values(dev)  # one C call: this runs per GPU per tick
+                    values = _sample_values(dev)
                 except KeyError:  # a backend that leaves a field out means "no data"
-                    values = [dev.get(f) for f in SERIES_FIELDS]
-                for col, v in zip(entry["series"], values):
+                    values = [dev.get(f) for f in (*SERIES_FIELDS, "throttle_reasons")]
+                mask = values[-1]
+                for col, v in zip(entry["series"], values):  # zip stops before the mask
                     col[pos] = NAN if v is None else v
-                reasons = dev.get("throttle_reasons")
-                cols[THROTTLE][pos] = NAN if reasons is None else mask_from_names(reasons)
+                cols[THROTTLE][pos] = NAN if mask is None else mask & MASK_BITS
                 cols[LOST][pos] = 1.0 if dev.get("status") == "lost" else 0.0
             for idx, entry in self._devices.items():
                 if idx not in seen:  # a device missing from this snapshot has no data for it
@@ -158,7 +164,8 @@ class History:
         """Samples newer than ``t`` (all when None), per device, downsampled to ``max_points``.
 
         Returns ``{"timestamps": [...], "devices": [{"index", "uuid", "name", <field>: [...],
-        "throttle_reasons": [[...], ...], "lost": [bool, ...]}]}`` with all lists aligned.
+        "throttle_reasons": [mask, ...], "lost": [bool, ...]}]}`` with all lists aligned; a null
+        value (or mask) is None.
         """
         times, devices = self.since_lazily(t, max_points)
         return {"timestamps": times, "devices": list(devices)}
@@ -169,22 +176,19 @@ class History:
         device as it comes holds one device's copy at a time, not every GPU's."""
         with self._lock:
             first = self._first(t)
-            if self._size - first < NUMPY_FROM or max_points is None:
-                # A poll's increment (a few samples): plain lists, all under the lock, is fastest.
+            n = self._size - first
+            if max_points is None or (n < NUMPY_FROM and n <= max_points):
+                # Nothing to downsample, and a poll's increment (a few samples): plain lists, all
+                # under the lock, is fastest.
                 times = self._take(self._times, first)
                 cols = [(idx, e["uuid"], e["name"], {c: self._take(col, first) for c, col in e["cols"].items()})
                         for idx, e in sorted(self._devices.items())]
-                small = True
-            else:
-                plan = (first, self._size, self._start, self.appended)
-                times = self._copy(self._times, *plan[:3])
-                entries = [(idx, e["uuid"], e["name"], e["cols"]) for idx, e in sorted(self._devices.items())]
-                small = False
-        if small:
-            out_times = times if max_points is None else downsample(times, {}, max_points)[0]
-            return out_times, (_device(idx, uuid, name, times, c, max_points, downsample) for idx, uuid, name, c in cols)
-        assert max_points is not None
-        out_times = downsample_arrays(times, {}, max_points)[0]
+                # (the generator runs outside the lock, as the caller reads each device)
+                return times, (_device(idx, uuid, name, c, True) for idx, uuid, name, c in cols)  # type: ignore[return-value]
+            plan = (first, self._size, self._start, self.appended)
+            times = self._copy(self._times, *plan[:3])
+            entries = [(idx, e["uuid"], e["name"], e["cols"]) for idx, e in sorted(self._devices.items())]
+        out_times = downsample(times, {}, max_points)[0]
         return out_times, self._copied_devices(entries, plan, times, max_points)
 
     def _copied_devices(self, entries: list, plan: tuple[int, int, int, int], times: Any,
@@ -199,16 +203,15 @@ class History:
             if overwritten > 0:  # this reader took longer than READ_MARGIN_S: those samples are gone
                 for values in copies.values():
                     values[:overwritten] = NAN
-            yield _device(idx, uuid, name, times, copies, max_points, downsample_arrays)
+            yield _device(idx, uuid, name, downsample(times, copies, max_points, BITMASKS)[1])
 
 
-def _device(idx: int, uuid: str | None, name: str | None, times: Any, cols: dict[str, Any],
-            max_points: int | None, reduce: Any) -> dict[str, Any]:
-    if max_points is not None:
-        _, cols = reduce(times, cols, max_points, BITMASKS)
+def _device(idx: int, uuid: str | None, name: str | None, cols: dict[str, list[Any]],
+            float_masks: bool = False) -> dict[str, Any]:
     dev: dict[str, Any] = {"index": idx, "uuid": uuid, "name": name}
     for field in SERIES_FIELDS:
         dev[field] = cols[field]
-    dev["throttle_reasons"] = [None if m is None else names_from_mask(int(m)) for m in cols[THROTTLE]]
+    masks = cols[THROTTLE]  # ints from downsample; floats straight from the ring
+    dev["throttle_reasons"] = [None if m is None else int(m) for m in masks] if float_masks else masks
     dev["lost"] = [bool(m) for m in cols[LOST]]
     return dev

@@ -40,3 +40,44 @@ def checked_step(step: Any, values: dict[str, Any]) -> tuple[int, dict[str, Any]
     if step > MAX_STEP:
         raise ValueError(f"log(step={step}): steps are stored as 64-bit ints, at most {MAX_STEP}")
     return step, values
+
+
+def check_monitor(title: Any, x_axis: Any, max_points: Any, sampler: Any, saved_run: Any) -> None:
+    """TrainingMonitor's arguments that are checked but not converted."""
+    from ..runs.saved_run import SavedRun
+    from ..sampling.sampler import Sampler
+
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a string, got {type(title).__name__}")
+    if x_axis not in ("time", "step"):
+        raise ValueError(f"x_axis must be 'time' or 'step', got {x_axis!r}")
+    if isinstance(max_points, bool) or not isinstance(max_points, int) or not 4 <= max_points <= 100_000:
+        raise ValueError(f"max_points must be a whole number from 4 to 100000, got {max_points!r}")
+    if sampler is not None and not isinstance(sampler, Sampler):
+        raise TypeError(f"sampler must be a gpu_widgets.sampling.sampler.Sampler, got {type(sampler).__name__}")
+    if saved_run is not None and not isinstance(saved_run, SavedRun):
+        raise TypeError(f"saved_run must be a SavedRun (see TrainingMonitor.load), got {type(saved_run).__name__}")
+
+
+def checked_epochs(iterable: Any, epochs: Any) -> int:
+    """``track(iterable, epochs)``: a positive number of passes over something that can be
+    iterated that many times."""
+    epochs = positive_int("epochs", epochs)
+    if epochs is None:
+        raise ValueError("epochs must be a positive whole number, got None")
+    if epochs > 1 and iter(iterable) is iterable:
+        raise ValueError(
+            f"track(..., epochs={epochs}) needs something that can be iterated again (a DataLoader, a list), "
+            "not an iterator or generator: it would be empty after the first epoch"
+        )
+    return epochs
+
+
+def checked_epoch(epoch: Any, epochs: Any, before: int | None) -> tuple[int, int | None]:
+    """``set_epoch(epoch, epochs)``: epoch 0 or more, epochs positive (None: the total ``before``)."""
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"epoch must be a whole number, 0 or more, got {epoch!r}")
+    epochs = positive_int("epochs", epochs) or before
+    if epochs is not None and epoch > epochs:
+        raise ValueError(f"set_epoch({epoch}, epochs={epochs}): the epoch is past the last one")
+    return epoch, epochs

@@ -59,5 +59,5 @@ def timer_loop(ref: "weakref.ref[Any]", stop: threading.Event, wake: threading.E
         monitor = ref()
         if monitor is None:
             return
-        monitor._tick()
+        monitor.tick()
         del monitor

@@ -6,6 +6,7 @@ decides: its first dimension is the batch size, its device where the batch lives
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,3 +47,42 @@ def device_of(batch: Any) -> str | None:
     device = getattr(array, "device", None)
     kind = getattr(device, "type", None)
     return kind if isinstance(kind, str) else None
+
+
+class SampleCounter:
+    """Samples seen per step (from ``track()``'s batches or ``note_batch()``), for samples/s and
+    the batch-size advice. The loop adds; the monitor's thread reads a copy."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.marks: deque[tuple[float, int]] = deque(maxlen=4096)  # (wall time, samples so far)
+        self.first_batch: int | None = None  # the batch size seen first
+
+    def add(self, samples: int, t: float) -> None:
+        self.total += samples
+        self.marks.append((t, self.total))
+        if self.first_batch is None and samples:
+            self.first_batch = samples
+
+    def rate(self, window_s: float | None) -> float | None:
+        """Samples per second over the last ``window_s`` (None: the whole run); None with fewer
+        than two steps counted."""
+        marks = list(self.marks)  # a copy: the loop appends meanwhile
+        if len(marks) < 2:
+            return None
+        t_end, n_end = marks[-1]
+        first = marks[0]
+        if window_s is not None:
+            first = next((m for m in marks if m[0] >= t_end - window_s), marks[0])
+        dt = t_end - first[0]
+        return (n_end - first[1]) / dt if dt > 0 else None
+
+
+def checked_samples(samples: Any) -> int:
+    """``note_batch(samples)``: a whole number of samples, 0 or more."""
+    if isinstance(samples, bool) or not hasattr(samples, "__index__"):
+        raise TypeError(f"note_batch(samples) takes a whole number of samples, got {type(samples).__name__} {samples!r}")
+    samples = samples.__index__()  # NumPy and tensor integers
+    if samples < 0:
+        raise ValueError(f"note_batch(samples={samples}): a step cannot have fewer than 0 samples")
+    return samples

@@ -1,9 +1,10 @@
 """GpuDashboard: the GPUs of this machine, live, over the last few minutes (what ``%gpuwatch`` shows).
 
 Reads the sampler's bounded history, never the GPUs themselves. A timer thread (default once a
-second, the sampler's pace) redraws four charts: busy %, memory %, temperature and power, one
-line per GPU against seconds before now. The thread stops with ``stop()``/``close()`` or when
-nothing references the dashboard any more.
+second, the sampler's pace) redraws one chart per dashboard metric of the catalogue
+(``shown_in(DASHBOARD)``: busy %, memory in GiB, temperature and power today), one line per GPU
+against seconds before now, titled, scaled and ranged as the catalogue says. The thread stops with
+``stop()``/``close()`` or when nothing references the dashboard any more.
 """
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from html import escape
 import weakref
 from typing import Any, Callable
 
+import numpy as np
+
+from ..metrics.catalogue import DASHBOARD, Metric, shown_in
 from ..sampling.sampler import Sampler
+from ..sampling.snapshot import with_status
 from ..sampling.stall import STALE
 from . import leases
 from .cell_hooks import in_kernel
@@ -22,24 +27,26 @@ from .process_gpus import check_choice, watched
 from .torch_probe import probe
 from .view import ChartsView, color
 
-# (chart, title, y label, y range, value per device sample)
-CHARTS: tuple[tuple[str, str, str, tuple[float | None, float | None]], ...] = (
-    ("utilization", "busy (%)", "%", (0.0, 100.0)),
-    ("memory", "memory used (%)", "%", (0.0, 100.0)),
-    ("temperature", "temperature (°C)", "°C", (None, None)),
-    ("power", "power (W)", "W", (0.0, None)),
-)
 MAX_WINDOW_S = 3600.0
 
 
-def _series(dev: dict[str, Any], chart: str) -> list[float | None]:
-    if chart == "utilization":
-        return dev["utilization_gpu_percent"]
-    if chart == "memory":
-        return [None if u is None or not t else 100.0 * u / t for u, t in zip(dev["memory_used_bytes"], dev["memory_total_bytes"])]
-    if chart == "temperature":
-        return dev["temperature_c"]
-    return dev["power_w"]
+def _series(dev: dict[str, Any], m: Metric) -> np.ndarray | None:
+    """A GPU's history of ``m`` in the metric's unit, None (unknown) as NaN: a gap in the line.
+    None when the history has no such field (nothing to draw)."""
+    raw = dev.get(m.field)
+    if raw is None:
+        return None
+    ys = np.array(raw, dtype=float)  # numpy turns None into NaN
+    return ys * m.scale if m.scale != 1.0 else ys
+
+
+def _top(m: Metric, devices: list[dict[str, Any]]) -> float | None:
+    """The chart's fixed top: ``y_max``, or the largest latest ``y_max_field`` of the GPUs drawn
+    (memory total, power limit) in the metric's unit; None (fit the data) when neither is known."""
+    if m.y_max is not None or m.y_max_field is None:
+        return m.y_max
+    limits = [v for dev in devices for v in (dev.get(m.y_max_field) or ())[-1:] if v]
+    return m.value(max(limits)) if limits else None
 
 
 class _Handles:
@@ -94,9 +101,11 @@ class GpuDashboard:
         self._lock = threading.Lock()
         self.errors: list[str] = []
         self._view = ChartsView(render_dashboard(None, None, self.window_s, False), time_domain=(-self.window_s, 0.0))
-        for name, title, unit, (lo, hi) in CHARTS:
-            self._view.define_chart(name, shared_x=True, title=title, x_label="seconds (0 = now)", y_label=unit, y_min=lo, y_max=hi,
-                                    height="220px")
+        # Read once: a dashboard keeps the charts it was made with.
+        self.metrics: tuple[Metric, ...] = shown_in(DASHBOARD)
+        self._tops: dict[str, float | None] = {}
+        for m in self.metrics:
+            self._define(m, m.y_max)
         weakref.finalize(self, self._handles.release)  # a dropped dashboard returns its lease
         if start:
             self.start()
@@ -160,6 +169,23 @@ class GpuDashboard:
         finally:
             self._lock.release()
 
+    def _define(self, m: Metric, top: float | None) -> None:
+        self._tops[m.id] = top
+        self._view.define_chart(m.id, shared_x=True, title=m.title, x_label="seconds (0 = now)", y_label=m.unit,
+                                y_min=m.y_min, y_max=top, height="220px")
+
+    def _set_top(self, m: Metric, top: float | None) -> None:
+        """Follow a limit field (memory total, power limit): a full chart means "at the limit"."""
+        if top is None or top == self._tops.get(m.id):
+            return
+        chart = self._view.charts.get(m.id)
+        if chart is None:
+            self._define(m, top)  # drawn with it from the start
+            return
+        self._tops[m.id] = top
+        chart.y_scale.max = top
+        chart.y_fixed = tuple(v for v in (m.y_min, top) if v is not None)
+
     def _draw(self) -> None:
         sampler = self._sampler
         snap = sampler.latest if sampler is not None else None
@@ -174,16 +200,18 @@ class GpuDashboard:
             xs = [t - now for t in hist["timestamps"]]
             present = {d["index"] for d in hist["devices"]}
             missing = sorted(set(self.gpus) - present) if isinstance(self.gpus, frozenset) and present else []
-            for dev in hist["devices"]:
-                if shown is not None and dev["index"] not in shown:
-                    continue
-                for name, *_ in CHARTS:
-                    ys = [float("nan") if v is None else v for v in _series(dev, name)]
-                    lines.append((name, f"GPU {dev['index']}", color(dev["index"]), "solid", xs, ys))
+            drawn = [dev for dev in hist["devices"] if shown is None or dev["index"] in shown]
+            for m in self.metrics:
+                self._set_top(m, _top(m, drawn))
+            for dev in drawn:
+                for m in self.metrics:
+                    ys = _series(dev, m)
+                    if ys is not None:
+                        lines.append((m.id, f"GPU {dev['index']}", color(dev["index"]), "solid", xs, ys))
         if self.running and sampler is not None:
             status, reason = leases.freshness(sampler, None, None)
             if status == STALE:  # stuck: say so, over the last sample (or none)
-                snap = {**(snap or {"backend": sampler.backend.name, "devices": []}), "status": status, "reason": reason}
+                snap = with_status(snap, status, reason, sampler.backend)
         html = render_dashboard(snap, shown, self.window_s, self.running, self._config_error, missing)
         if self.errors:
             html += f'<div style="color:#c62828">dashboard problem: {escape(self.errors[-1])}</div>'

@@ -12,7 +12,8 @@ from html import escape
 from typing import Any
 
 from ..sampling.stall import STALE
-from ..metrics.throttle import LABELS, SLOWDOWNS
+from ..metrics.catalogue import DASHBOARD, shown_in
+from ..metrics.throttle import LABELS, SLOWDOWNS, slowdown_names
 from . import units
 from .advice import Advice
 from ..runs.gpu_trace import DeviceTrace
@@ -192,6 +193,10 @@ def render_monitor(t: MonitorText) -> str:
     return f'<div class="gpu-widgets-monitor" style="font-size:var(--jp-ui-font-size1, 13px);line-height:1.5">{body}</div>'
 
 
+# Metrics snapshot_device_line words itself ("37% busy", "12.3 GiB / 80.0 GiB", "300 / 700 W").
+HAND_WORDED = frozenset({"utilization", "memory", "temperature", "power"})
+
+
 def snapshot_device_line(dev: Mapping[str, Any]) -> str:
     """One GPU of a live snapshot, for the dashboard."""
     parts = [f"<b>GPU {dev['index']}</b> {escape(dev.get('name') or '')}"]
@@ -208,7 +213,12 @@ def snapshot_device_line(dev: Mapping[str, Any]) -> str:
     if dev.get("power_w") is not None:
         limit = dev.get("power_limit_w")
         parts.append(f"{dev['power_w']:.0f}" + (f" / {limit:.0f} W" if limit else " W"))
-    slow = [r for r in dev.get("throttle_reasons") or () if r in SLOWDOWNS]
+    for m in shown_in(DASHBOARD):
+        # The four above are worded by hand (as in the monitor's header); any other metric the
+        # dashboard charts is named here too, in the catalogue's words.
+        if m.id not in HAND_WORDED and dev.get(m.field) is not None:
+            parts.append(f'<span title="{escape(m.help)}">{escape(m.label)} {escape(m.text(dev[m.field]))}</span>')
+    slow = slowdown_names(dev.get("throttle_reasons"))  # a snapshot's reasons are NVML's bitmask
     if slow:
         parts.append(f'<span style="{WARN}">throttled: {escape(", ".join(LABELS.get(r, r) for r in slow))}</span>')
     procs = dev.get("processes")

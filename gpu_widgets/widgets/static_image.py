@@ -1,7 +1,8 @@
 """A PNG of a run's charts, for places that cannot run widgets (GitHub, nbviewer, a report).
 
-The same charts as the widget: the metric charts, then GPU busy % (throttle episodes shaded),
-memory (with PyTorch's allocated and reserved), temperature and power. Drawn with matplotlib's
+The same charts as the widget: the metric charts, then the GPU charts of the metric catalogue
+(``shown_in(MONITOR)``: busy % with throttle episodes shaded, memory with PyTorch's allocated and
+reserved, temperature, power), with the catalogue's titles and y ranges. Drawn with matplotlib's
 object API on the Agg canvas, never ``pyplot``: no global figure state, no interference with the
 user's own plots or backend.
 """
@@ -10,21 +11,16 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Callable
 
 from .charts import ChartPlan
+from .monitor_charts import CHART_NAMES, gpu_charts
 from ..store.decimator import Decimator
 from ..runs.gpu_trace import GpuTrace
 from ..runs.records import Records
 from .view import color
 
-GPU_PANELS = (  # (title, y label, [(curve, label suffix, line style)])
-    ("GPU busy (%)", "%", [("util", "", "-")]),
-    ("GPU memory (GiB)", "GiB", [("memory", " used", "-"), ("torch_allocated", " PyTorch allocated", "--"),
-                                 ("torch_reserved", " PyTorch reserved", ":")]),
-    ("GPU temperature (°C)", "°C", [("temperature", "", "-")]),
-    ("GPU power (W)", "W", [("power", "", "-")]),
-)
+STYLES = {"solid": "-", "dashed": "--", "dotted": ":"}  # the widget's line styles in matplotlib's words
 
 
 def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
@@ -40,7 +36,8 @@ def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, d
         chart = plan.chart_of(key)
         if chart is not None:
             charts.setdefault(chart, []).append((i, key))
-    gpu_panels = [p for p in GPU_PANELS if any(d.curves[c].count for d in devices for c, _, _ in p[2])]
+    gpu_panels = [c for c in gpu_charts(trace.curve_specs)
+                  if any(curve in d.curves and d.curves[curve].count for d in devices for curve, _, _ in c.lines)]
     panels = len(charts) + len(gpu_panels)
     cols = 2 if panels > 1 else 1
     rows = max(1, math.ceil(panels / cols))
@@ -59,21 +56,21 @@ def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, d
         ax.set_title(chart, fontsize=9)
         ax.set_xlabel(x_label, fontsize=8)
         ax.legend(fontsize=7)
-    for ax, (panel_title, unit, curves) in zip(axes[len(charts):], gpu_panels):
+    for ax, panel in zip(axes[len(charts):], gpu_panels):
+        busy = panel.name == CHART_NAMES["utilization"]
         for d in devices:
-            for curve, suffix, style in curves:
-                if d.curves[curve].count:
-                    ax.plot(*d.curves[curve].points(), color=color(d.index), linestyle=style, linewidth=1.2,
-                            label=f"GPU {d.index}{suffix}")
-            if curve == "util":
+            for curve, suffix, style in panel.lines:
+                if curve in d.curves and d.curves[curve].count:
+                    ax.plot(*d.curves[curve].points(), color=color(d.index), linestyle=STYLES.get(style, "-"),
+                            linewidth=1.2, label=f"GPU {d.index}{suffix}")
+            if busy:
                 for start, end in d.episodes:
                     ax.axvspan(start, max(end, start + 0.5), color="#d62728", alpha=0.25, linewidth=0)
-        if unit == "%":
-            ax.set_ylim(0, 100)
-        elif unit in ("GiB", "W"):
-            ax.set_ylim(bottom=0)
-        ax.set_title(panel_title + (" · red: throttled" if unit == "%" and any(d.episodes for d in devices) else ""),
-                     fontsize=9)
+        m = panel.metric
+        if m.y_min is not None or m.y_max is not None:
+            ax.set_ylim(bottom=m.y_min, top=m.y_max)
+        throttled = busy and any(d.episodes for d in devices)
+        ax.set_title(panel.title + (" · red: throttled" if throttled else ""), fontsize=9)
         ax.set_xlabel("seconds since start", fontsize=8)
         ax.legend(fontsize=7)
     for ax in axes:
@@ -84,3 +81,27 @@ def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, d
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
+
+
+class CachedPng:
+    """The run's picture, drawn once per state of the run (key) and kept: a notebook asks for
+    the output's representation more than once."""
+
+    def __init__(self) -> None:
+        self.key: Any = None
+        self.png: bytes | None = None
+
+    def get(self, key: Any, draw: Callable[[], bytes] | None, problem: Callable[[str], None]) -> bytes | None:
+        """The PNG for ``key``; ``draw`` None: nothing to draw. None without matplotlib."""
+        if key == self.key:
+            return self.png
+        png = None
+        if draw is not None:
+            try:
+                png = draw()
+            except ImportError:
+                png = None  # no matplotlib: the text/plain line is the fallback
+            except Exception as exc:
+                problem(f"drawing the static image: {type(exc).__name__}: {exc}")
+        self.key, self.png = key, png
+        return png

@@ -10,7 +10,8 @@ import uPlot from 'uplot';
 
 import { formatClock } from './format';
 import { FALLBACK_PALETTE, IPalette, withAlpha } from './palette';
-import { episodeKind, IEpisode, throttleLabel } from './series';
+import { EpisodeKind } from './catalogue';
+import { IEpisode } from './series';
 import { Series } from './tokens';
 
 /** What one chart draws. */
@@ -28,8 +29,10 @@ export interface IChartData {
   episodes: readonly IEpisode[];
   /** A value for the tooltip, e.g. "97 %". */
   format: (value: number) => string;
-  /** Throttle reasons (already without `gpu_idle`) and lost flag at a point. */
+  /** The words for the throttle reasons (without `gpu_idle`) and the lost flag at a point. */
   markersAt: (index: number) => string[];
+  /** The colour family of an episode's reason. */
+  kindOf: (reason: string) => EpisodeKind;
 }
 
 const HEIGHT_PX = 38;
@@ -138,7 +141,8 @@ export class HistoryChart {
     ctx.stroke();
 
     const minW = 2 * devicePixelRatio;
-    for (const e of this._data?.episodes ?? []) {
+    const data = this._data;
+    for (const e of data?.episodes ?? []) {
       let x0 = u.valToPos(e.start, 'x', true);
       let x1 = u.valToPos(e.end, 'x', true);
       if (x1 < left || x0 > left + width) {
@@ -146,7 +150,7 @@ export class HistoryChart {
       }
       x0 = Math.max(left, x0);
       x1 = Math.min(left + width, Math.max(x1, x0 + minW));
-      const kind = episodeKind(e.reason);
+      const kind = data!.kindOf(e.reason);
       const color = this._palette.bands[kind];
       if (kind === 'lost') {
         ctx.fillStyle = this._hatchPattern(ctx) ?? withAlpha(color, 0.4);
@@ -193,7 +197,7 @@ export class HistoryChart {
     }
     const v = data.y[idx];
     const parts = [formatClock(data.t[idx]), v === null ? 'no reading' : data.format(v)];
-    const markers = data.markersAt(idx).map(throttleLabel);
+    const markers = data.markersAt(idx);
     if (markers.length) {
       parts.push(markers.join(', '));
     }

@@ -8,28 +8,15 @@
  */
 import * as React from 'react';
 
+import { Catalogue } from './catalogue';
 import { HistoryChart, IChartData } from './chart';
-import {
-  formatClock,
-  formatDuration,
-  metricReading,
-  NOT_AVAILABLE,
-  unavailableReason
-} from './format';
-import { METRIC_SPECS } from './metrics';
+import { formatClock, formatDuration } from './format';
+import { chartRange, formatValue, metricReading, NOT_AVAILABLE, unavailableReason } from './metrics';
 import { IGpu } from './gpus';
 import { GpuModel } from './model';
 import { IPalette } from './palette';
-import {
-  episodeKind,
-  episodeReasons,
-  IDeviceColumns,
-  IEpisode,
-  lostEpisodes,
-  throttleEpisodes,
-  throttleLabel
-} from './series';
-import { IDLE_REASON, MetricId, SIMULATED_HINT } from './tokens';
+import { episodeReasons, IDeviceColumns, IEpisode, lostEpisodes, throttleEpisodes } from './series';
+import { IDLE_REASON, IMetricInfo, SIMULATED_HINT } from './tokens';
 
 import { ProcessList, SpecCard } from './cardDetails';
 import { StateMessage } from './stateMessage';
@@ -37,7 +24,8 @@ import { StateMessage } from './stateMessage';
 /** What every view below needs from the sidebar widget. */
 export interface IViewContext {
   model: GpuModel;
-  metrics: readonly MetricId[];
+  /** The metrics each card shows, in display order (the catalogue's, narrowed by the settings). */
+  metrics: readonly IMetricInfo[];
   palette: IPalette;
   /** Open a file of the server's root in JupyterLab (a process's notebook). */
   openPath: (path: string) => void;
@@ -50,7 +38,9 @@ export function SidebarView(props: IViewContext): JSX.Element {
   const status = model.status;
   const gpus = model.gpus;
   const stale = state.kind !== 'ok' && gpus.length > 0;
-  const showCards = gpus.length > 0 && (state.kind === 'ok' || stale);
+  const catalogue = model.catalogue;
+  // The catalogue is read before the first samples: no GPU is known without it.
+  const showCards = catalogue !== null && gpus.length > 0 && (state.kind === 'ok' || stale);
   return (
     <div className="jp-GpuWidgets-body">
       <header className="jp-GpuWidgets-header">
@@ -78,7 +68,7 @@ export function SidebarView(props: IViewContext): JSX.Element {
       {showCards && (
         <div className={`jp-GpuWidgets-cards${stale ? ' jp-mod-stale' : ''}`}>
           {gpus.map(gpu => (
-            <GpuCard key={gpu.index} gpu={gpu} ctx={props} />
+            <GpuCard key={gpu.index} gpu={gpu} catalogue={catalogue!} ctx={props} />
           ))}
         </div>
       )}
@@ -86,9 +76,9 @@ export function SidebarView(props: IViewContext): JSX.Element {
   );
 }
 
-/** What to say (and what to do) in every state but `ok`. */
-function GpuCard(props: { gpu: IGpu; ctx: IViewContext }): JSX.Element {
-  const { gpu, ctx } = props;
+/** One GPU: its name, a row and a chart per metric, the throttle legend and its processes. */
+function GpuCard(props: { gpu: IGpu; catalogue: Catalogue; ctx: IViewContext }): JSX.Element {
+  const { gpu, catalogue, ctx } = props;
   const { model } = ctx;
   const [showSpec, setShowSpec] = React.useState(false);
   // NVML may not tell the name (NotSupported): the card is then just "GPU <index>", and the
@@ -99,7 +89,8 @@ function GpuCard(props: { gpu: IGpu; ctx: IViewContext }): JSX.Element {
   const specId = `jp-GpuWidgets-spec-${gpu.index}`;
   const tl = model.timeline;
   const cols = tl.devices.get(gpu.index) ?? null;
-  const episodes: IEpisode[] = cols ? [...throttleEpisodes(tl.t, cols.throttle), ...lostEpisodes(tl.t, cols.lost)] : [];
+  const order = (reason: string): number => catalogue.reasonOrder(reason);
+  const episodes: IEpisode[] = cols ? [...throttleEpisodes(tl.t, cols.throttle, order), ...lostEpisodes(tl.t, cols.lost)] : [];
   const latestT = tl.last;
   return (
     <section
@@ -146,8 +137,9 @@ function GpuCard(props: { gpu: IGpu; ctx: IViewContext }): JSX.Element {
       <div className="jp-GpuWidgets-metrics">
         {ctx.metrics.map(metric => (
           <MetricRow
-            key={metric}
+            key={metric.id}
             metric={metric}
+            catalogue={catalogue}
             gpu={gpu}
             cols={cols}
             times={tl.t}
@@ -162,7 +154,7 @@ function GpuCard(props: { gpu: IGpu; ctx: IViewContext }): JSX.Element {
           <span>{latestT !== null ? `updated ${formatClock(latestT)}` : ''}</span>
         </div>
       )}
-      <Legend episodes={episodes} />
+      <Legend episodes={episodes} catalogue={catalogue} />
       <ProcessList gpu={gpu} openPath={ctx.openPath} />
     </section>
   );
@@ -170,43 +162,45 @@ function GpuCard(props: { gpu: IGpu; ctx: IViewContext }): JSX.Element {
 
 /** One metric: its label, its number (a meter) and its history chart. */
 function MetricRow(props: {
-  metric: MetricId;
+  metric: IMetricInfo;
+  catalogue: Catalogue;
   gpu: IGpu;
   cols: IDeviceColumns | null;
   times: readonly number[];
   episodes: readonly IEpisode[];
   ctx: IViewContext;
 }): JSX.Element {
-  const { metric, gpu, cols, times, episodes, ctx } = props;
+  const { metric, catalogue, gpu, cols, times, episodes, ctx } = props;
   const reading = metricReading(metric, gpu.latest);
   // A null value the server explains: say "n/a" and why (only while the GPU answers; a lost
   // GPU says so on its card).
   const reason = gpu.lost ? null : unavailableReason(metric, reading, gpu.unavailable);
   const text = reason !== null ? NOT_AVAILABLE : reading.text;
-  const spec = METRIC_SPECS[metric];
-  const labelId = `jp-GpuWidgets-${gpu.index}-${metric}`;
-  const reasonId = `jp-GpuWidgets-${gpu.index}-${metric}-reason`;
+  const labelId = `jp-GpuWidgets-${gpu.index}-${metric.id}`;
+  const reasonId = `jp-GpuWidgets-${gpu.index}-${metric.id}-reason`;
   let data: IChartData | null = null;
   if (cols && times.length) {
-    const [yMin, yMax] = spec.range(cols, gpu.info);
+    const [yMin, yMax] = chartRange(metric, cols, gpu.info);
     const xMax = times[times.length - 1];
     data = {
       t: times,
-      y: cols.values[spec.field],
+      // A field this server does not send is drawn as "no reading" throughout.
+      y: cols.values[metric.field] ?? times.map(() => null),
       xMin: xMax - ctx.model.historyWindowS,
       xMax,
       yMin,
       yMax,
       episodes,
-      format: spec.format,
+      format: v => formatValue(metric, v),
       markersAt: i => {
         const out = (cols.throttle[i] ?? []).filter(r => r !== IDLE_REASON);
-        return cols.lost[i] ? [...out, 'lost'] : out;
-      }
+        return (cols.lost[i] ? [...out, 'lost'] : out).map(r => catalogue.throttleLabel(r));
+      },
+      kindOf: reason => catalogue.episodeKind(reason)
     };
   }
   return (
-    <div className={`jp-GpuWidgets-metric jp-GpuWidgets-metric-${metric}`}>
+    <div className={`jp-GpuWidgets-metric jp-GpuWidgets-metric-${metric.id}`} data-metric={metric.id}>
       <div className="jp-GpuWidgets-metricHead">
         <span className="jp-GpuWidgets-metricLabel" id={labelId} title={reading.help}>
           {reading.label}
@@ -280,8 +274,9 @@ function Chart(props: { data: IChartData | null; palette: IPalette; label: strin
 }
 
 /** What the shaded bands mean; only reasons that occur in the window are listed. */
-function Legend(props: { episodes: readonly IEpisode[] }): JSX.Element | null {
-  const reasons = episodeReasons(props.episodes);
+function Legend(props: { episodes: readonly IEpisode[]; catalogue: Catalogue }): JSX.Element | null {
+  const { catalogue } = props;
+  const reasons = episodeReasons(props.episodes, reason => catalogue.reasonOrder(reason));
   if (!reasons.length) {
     return null;
   }
@@ -292,7 +287,7 @@ function Legend(props: { episodes: readonly IEpisode[] }): JSX.Element | null {
       {reasons.map(reason => (
         <li
           key={reason}
-          className={`jp-GpuWidgets-legendItem jp-mod-${episodeKind(reason)}`}
+          className={`jp-GpuWidgets-legendItem jp-mod-${catalogue.episodeKind(reason)}`}
           title={
             reason === 'lost'
               ? 'The GPU did not answer NVML here'
@@ -300,11 +295,9 @@ function Legend(props: { episodes: readonly IEpisode[] }): JSX.Element | null {
           }
         >
           <span className="jp-GpuWidgets-swatch" aria-hidden="true" />
-          {reason === 'lost' ? 'GPU lost' : `Throttled: ${throttleLabel(reason)}`}
+          {reason === 'lost' ? 'GPU lost' : `Throttled: ${catalogue.throttleLabel(reason)}`}
         </li>
       ))}
     </ul>
   );
 }
-
-/** The processes on one GPU, with the notebook that owns each (click to open it). */

@@ -4,14 +4,29 @@
  * Pure functions (jest-tested in plain node). Rule for numbers: at most one decimal, and
  * no trailing ".0", so a driver that reports 612.5 W shows "612.5" and 700 W shows "700".
  */
-import { IDeviceInfo, MetricId } from './tokens';
+import { IDeviceInfo } from './tokens';
 
 export const GIB = 1024 ** 3;
 export const MIB = 1024 ** 2;
 
-/** `value` with at most `decimals` decimals and no trailing zeros ("612.5", "700"). */
+/**
+ * `value` with at most `decimals` decimals and no trailing zeros ("612.5", "700"). An exact
+ * tie rounds to even, as Python's format does in the other views: 612.5 W reads "612 W"
+ * everywhere (`toFixed` alone would say "613").
+ */
 export function formatNumber(value: number, decimals = 1): string {
-  const fixed = value.toFixed(decimals);
+  let fixed = value.toFixed(decimals);
+  if (Number.isFinite(value) && Math.abs(value) < 1e21) {
+    // The exact binary value in decimal (a double needs at most ~60 digits at these sizes).
+    const exact = Math.abs(value).toFixed(Math.min(100, decimals + 64));
+    const point = exact.indexOf('.');
+    const rest = exact.slice(point + 1 + decimals);
+    const last = Number(exact[decimals ? point + decimals : point - 1]);
+    if (/^50*$/.test(rest) && last % 2 === 0) {
+      const down = exact.slice(0, decimals ? point + 1 + decimals : point);
+      fixed = value < 0 && /[1-9]/.test(down) ? `-${down}` : down;
+    }
+  }
   return fixed.includes('.') ? fixed.replace(/\.?0+$/, '') : fixed;
 }
 
@@ -67,115 +82,8 @@ export function staleTitle(sampleAgeS: number | null): string {
 export interface ILatestValues {
   index: number;
   lost: boolean;
-  utilization_gpu_percent: number | null;
-  utilization_memory_percent: number | null;
-  memory_used_bytes: number | null;
-  memory_total_bytes: number | null;
-  temperature_c: number | null;
-  power_w: number | null;
-  power_limit_w: number | null;
-}
-
-/** How a metric is shown: its label, the numbers and the text. */
-export interface IMetricReading {
-  label: string;
-  /** The number as the server sent it (null when unknown): `aria-valuenow`. */
-  value: number | null;
-  /** The largest value the meter can show: `aria-valuemax`. */
-  max: number | null;
-  /** What the card prints, e.g. "37 / 141 GiB"; "—" when unknown. */
-  text: string;
-  /** A one-line explanation (tooltip). */
-  help: string;
-}
-
-export const METRIC_LABELS: { readonly [K in MetricId]: string } = {
-  utilization: 'Utilization',
-  memory: 'Memory',
-  memory_controller: 'Memory controller',
-  temperature: 'Temperature',
-  power: 'Power'
-};
-
-const HELP: { readonly [K in MetricId]: string } = {
-  utilization: 'Share of the last sample period in which a kernel ran on the GPU (NVML "gpu").',
-  memory: 'Device memory in use / in total.',
-  memory_controller:
-    'Share of the last sample period in which device memory was read or written (NVML "memory"); not how full memory is.',
-  temperature: 'GPU core temperature.',
-  power: 'Power draw / enforced power limit.'
-};
-
-const DASH = '—';
-
-/** The reading of one metric from a GPU's latest values. */
-export function metricReading(metric: MetricId, v: ILatestValues | null): IMetricReading {
-  const label = METRIC_LABELS[metric];
-  const help = HELP[metric];
-  const num = (x: number | null | undefined): number | null =>
-    v && !v.lost && typeof x === 'number' && Number.isFinite(x) ? x : null;
-  switch (metric) {
-    case 'utilization': {
-      const value = num(v?.utilization_gpu_percent);
-      return { label, help, value, max: 100, text: value === null ? DASH : `${formatNumber(value, 0)} %` };
-    }
-    case 'memory_controller': {
-      const value = num(v?.utilization_memory_percent);
-      return { label, help, value, max: 100, text: value === null ? DASH : `${formatNumber(value, 0)} %` };
-    }
-    case 'memory': {
-      const value = num(v?.memory_used_bytes);
-      const max = num(v?.memory_total_bytes);
-      let text = DASH;
-      if (value !== null) {
-        text = max !== null ? `${formatGiB(value)} / ${formatGiB(max)} GiB` : `${formatGiB(value)} GiB`;
-      }
-      return { label, help, value, max, text };
-    }
-    case 'temperature': {
-      const value = num(v?.temperature_c);
-      return { label, help, value, max: null, text: value === null ? DASH : `${formatNumber(value, 0)} °C` };
-    }
-    case 'power': {
-      const value = num(v?.power_w);
-      const max = num(v?.power_limit_w);
-      let text = DASH;
-      if (value !== null) {
-        text = max !== null ? `${formatNumber(value)} / ${formatNumber(max)} W` : `${formatNumber(value)} W`;
-      }
-      return { label, help, value, max, text };
-    }
-  }
-}
-
-/** The API fields whose `unavailable` reasons explain a metric's missing value. */
-export const METRIC_FIELDS: { readonly [K in MetricId]: readonly string[] } = {
-  utilization: ['utilization_gpu_percent'],
-  memory: ['memory_used_bytes', 'memory_total_bytes'],
-  memory_controller: ['utilization_memory_percent'],
-  temperature: ['temperature_c'],
-  power: ['power_w']
-};
-
-/** What a card prints for a value that is null with a known reason. */
-export const NOT_AVAILABLE = 'n/a';
-
-/**
- * Why a metric has no value: the server's reasons for its field(s), distinct, joined with
- * "; ". Null when the reading has a value or no reason is known.
- */
-export function unavailableReason(
-  metric: MetricId,
-  reading: IMetricReading,
-  unavailable: { readonly [field: string]: string } | null | undefined
-): string | null {
-  if (reading.value !== null || !unavailable) {
-    return null;
-  }
-  const reasons = METRIC_FIELDS[metric]
-    .map(field => unavailable[field])
-    .filter((r): r is string => typeof r === 'string' && r.length > 0);
-  return reasons.length ? [...new Set(reasons)].join('; ') : null;
+  /** Sample field -> its newest value (null or absent: unknown). */
+  values: { readonly [field: string]: number | null | undefined };
 }
 
 /** The status-bar text and its tooltip. */
@@ -198,10 +106,11 @@ export function summarize(devices: readonly ILatestValues[]): ISummary | null {
   if (!devices.length) {
     return null;
   }
+  const num = (x: unknown): number | null => (typeof x === 'number' && Number.isFinite(x) ? x : null);
   const alive = devices.filter(d => !d.lost);
-  const utils = alive.map(d => d.utilization_gpu_percent).filter((x): x is number => typeof x === 'number');
+  const utils = alive.map(d => num(d.values.utilization_gpu_percent)).filter((x): x is number => x !== null);
   const withMem = alive.filter(
-    d => typeof d.memory_used_bytes === 'number' && typeof d.memory_total_bytes === 'number'
+    d => num(d.values.memory_used_bytes) !== null && num(d.values.memory_total_bytes) !== null
   );
   const lost = devices.length - alive.length;
   const parts: string[] = [];
@@ -213,8 +122,8 @@ export function summarize(devices: readonly ILatestValues[]): ISummary | null {
     parts.push(who);
   }
   if (withMem.length) {
-    const used = withMem.reduce((a, d) => a + (d.memory_used_bytes as number), 0);
-    const total = withMem.reduce((a, d) => a + (d.memory_total_bytes as number), 0);
+    const used = withMem.reduce((a, d) => a + (d.values.memory_used_bytes as number), 0);
+    const total = withMem.reduce((a, d) => a + (d.values.memory_total_bytes as number), 0);
     parts.push(`${formatGiB(used)}/${formatGiB(total)} GiB`);
   }
   if (lost) {
@@ -224,8 +133,11 @@ export function summarize(devices: readonly ILatestValues[]): ISummary | null {
     if (d.lost) {
       return `GPU ${d.index}: lost (not answering)`;
     }
-    const u = metricReading('utilization', d).text;
-    const m = metricReading('memory', d).text;
+    const util = num(d.values.utilization_gpu_percent);
+    const used = num(d.values.memory_used_bytes);
+    const total = num(d.values.memory_total_bytes);
+    const u = util === null ? '—' : `${formatNumber(util, 0)} %`;
+    const m = used === null ? '—' : total === null ? `${formatGiB(used)} GiB` : `${formatGiB(used)} / ${formatGiB(total)} GiB`;
     return `GPU ${d.index}: ${u} · ${m}`;
   });
   if (devices.length > 1) {

@@ -37,7 +37,7 @@ export function buildGpus(
   processes: IProcesses | null,
   unavailable: ReadonlyMap<number, IUnavailable>
 ): IGpu[] {
-    const n = tl.length;
+  const n = tl.length;
   const indices = new Set<number>([...tl.devices.keys(), ...devices.keys()]);
   const procs = new Map((processes?.devices ?? []).map(d => [d.index, d]));
   const out: IGpu[] = [];
@@ -48,19 +48,13 @@ export function buildGpus(
     let lost = info?.status === 'lost';
     if (cols && n) {
       const i = n - 1;
-      const v = cols.values;
       lost = cols.lost[i];
-      latest = {
-        index,
-        lost,
-        utilization_gpu_percent: v.utilization_gpu_percent[i],
-        utilization_memory_percent: v.utilization_memory_percent[i],
-        memory_used_bytes: v.memory_used_bytes[i],
-        memory_total_bytes: v.memory_total_bytes[i] ?? info?.memory_total_bytes ?? null,
-        temperature_c: v.temperature_c[i],
-        power_w: v.power_w[i],
-        power_limit_w: v.power_limit_w[i] ?? info?.power_limit_w ?? null
-      };
+      const values: { [field: string]: number | null } = {};
+      for (const [field, column] of Object.entries(cols.values)) {
+        // The spec card knows some limits (memory total, power limit) when a sample does not.
+        values[field] = column[i] ?? infoValue(info, field);
+      }
+      latest = { index, lost, values };
     }
     const p = procs.get(index);
     out.push({
@@ -77,4 +71,10 @@ export function buildGpus(
     });
   }
   return out;
+}
+
+/** A numeric field of the spec card with the same name as a sample field, if any. */
+export function infoValue(info: IDeviceInfo | null, field: string): number | null {
+  const v = info ? (info as unknown as { [key: string]: unknown })[field] : null;
+  return typeof v === 'number' && Number.isFinite(v) ? v : null;
 }

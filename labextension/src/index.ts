@@ -12,7 +12,6 @@ import { gpuIcon } from './icons';
 import { GpuModel } from './model';
 import {
   normalizeHistoryWindow,
-  normalizeMetrics,
   normalizeRefreshInterval,
   normalizeShowStatusBar
 } from './settings';
@@ -91,7 +90,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
               refreshIntervalMs: refresh,
               historyWindowS: normalizeHistoryWindow(settings.get('historyWindowS').composite)
             });
-            sidebar.metrics = normalizeMetrics(settings.get('metrics').composite);
+            sidebar.metricsSetting = settings.get('metrics').composite;
             const show = normalizeShowStatusBar(settings.get('showStatusBarItem').composite);
             if (show !== showStatusBar) {
               showStatusBar = show;

@@ -1,35 +1,83 @@
 /**
- * What each metric's chart draws: which column, on which y range, and how a value reads.
+ * How a metric of the catalogue reads on a card and in its chart: the number and its text,
+ * why it is missing, and the chart's y range. Everything comes from the metric's catalogue
+ * entry (unit, scale, digits, range), so a metric the sidebar has never heard of works too.
  *
  * Pure functions (no DOM): jest-tested.
  */
-import { formatGiB, formatNumber } from './format';
-import { IDeviceColumns, KeptField } from './series';
-import { IDeviceInfo, MetricId, Series } from './tokens';
+import { formatNumber, ILatestValues } from './format';
+import { infoValue } from './gpus';
+import { IDeviceColumns } from './series';
+import { IDeviceInfo, IMetricInfo, Series } from './tokens';
 
-export interface IMetricSpec {
-  id: MetricId;
-  /** The column drawn. */
-  field: KeptField;
-  /** A value as the tooltip prints it. */
-  format: (value: number) => string;
-  /** The y range for this GPU's history. */
-  range: (cols: IDeviceColumns, info: IDeviceInfo | null) => [number, number];
+/** How a metric is shown: its label, the numbers and the text. */
+export interface IMetricReading {
+  label: string;
+  /** The number as the server sent it (null when unknown): `aria-valuenow`. */
+  value: number | null;
+  /** The largest value the meter can show, in the server's unit: `aria-valuemax`. */
+  max: number | null;
+  /** What the card prints, e.g. "37 / 141 GiB"; "—" when unknown. */
+  text: string;
+  /** A one-line explanation (tooltip). */
+  help: string;
 }
 
-function maxOf(values: Series): number | null {
-  let m: number | null = null;
-  for (const v of values) {
-    if (v !== null && (m === null || v > m)) {
-      m = v;
-    }
+const DASH = '—';
+
+/** What a card prints for a value that is null with a known reason. */
+export const NOT_AVAILABLE = 'n/a';
+
+const finite = (x: unknown): number | null => (typeof x === 'number' && Number.isFinite(x) ? x : null);
+
+/** A field value in the metric's unit, without the unit: "37", "54.6". */
+function shown(metric: IMetricInfo, raw: number): string {
+  return formatNumber(raw * metric.scale, metric.decimals);
+}
+
+/** A field value as people read it: "54.6 GiB", "97 %" (the charts' tooltips). */
+export function formatValue(metric: IMetricInfo, raw: number): string {
+  return `${shown(metric, raw)} ${metric.unit}`;
+}
+
+/**
+ * The reading of one metric from a GPU's latest values. A metric whose chart top follows
+ * another field (memory total, power limit) reads against it: "37 / 141 GiB".
+ */
+export function metricReading(metric: IMetricInfo, v: ILatestValues | null): IMetricReading {
+  const num = (field: string | null): number | null => (v && !v.lost && field ? finite(v.values[field]) : null);
+  const value = num(metric.field);
+  const limit = num(metric.y_max_field);
+  const max = limit ?? (metric.y_max !== null ? metric.y_max / metric.scale : null);
+  let text = DASH;
+  if (value !== null) {
+    text = limit !== null ? `${shown(metric, value)} / ${shown(metric, limit)} ${metric.unit}` : formatValue(metric, value);
   }
-  return m;
+  return { label: metric.label, help: metric.help, value, max, text };
 }
 
-function lastOf(values: Series): number | null {
-  for (let i = values.length - 1; i >= 0; i--) {
-    const v = values[i];
+/**
+ * Why a metric has no value: the server's reasons for its field (and the field its chart
+ * top follows), distinct, joined with "; ". Null when the reading has a value or no reason
+ * is known.
+ */
+export function unavailableReason(
+  metric: IMetricInfo,
+  reading: IMetricReading,
+  unavailable: { readonly [field: string]: string } | null | undefined
+): string | null {
+  if (reading.value !== null || !unavailable) {
+    return null;
+  }
+  const reasons = [metric.field, metric.y_max_field]
+    .map(field => (field ? unavailable[field] : undefined))
+    .filter((r): r is string => typeof r === 'string' && r.length > 0);
+  return reasons.length ? [...new Set(reasons)].join('; ') : null;
+}
+
+function lastOf(values: Series | undefined): number | null {
+  for (let i = (values?.length ?? 0) - 1; i >= 0; i--) {
+    const v = values![i];
     if (v !== null) {
       return v;
     }
@@ -37,49 +85,31 @@ function lastOf(values: Series): number | null {
   return null;
 }
 
-const percent = (v: number): string => `${formatNumber(v, 0)} %`;
-
 /**
- * Percentages are drawn on 0-100, memory on 0-total, power on 0-limit (so a full chart
- * means "at the limit"), temperature on 0-100 °C (or up to the hottest point).
+ * The y range of a metric's chart for one GPU's history, in the server's unit. The catalogue
+ * gives a fixed bottom and top, or a field the top follows (a full chart means "at the
+ * limit"); null ends fit the data with a margin. The data is never clipped.
  */
-export const METRIC_SPECS: { readonly [K in MetricId]: IMetricSpec } = {
-  utilization: {
-    id: 'utilization',
-    field: 'utilization_gpu_percent',
-    format: percent,
-    range: () => [0, 100]
-  },
-  memory_controller: {
-    id: 'memory_controller',
-    field: 'utilization_memory_percent',
-    format: percent,
-    range: () => [0, 100]
-  },
-  memory: {
-    id: 'memory',
-    field: 'memory_used_bytes',
-    format: v => `${formatGiB(v)} GiB`,
-    range: (cols, info) => {
-      const total = lastOf(cols.values.memory_total_bytes) ?? info?.memory_total_bytes ?? null;
-      const used = maxOf(cols.values.memory_used_bytes) ?? 0;
-      return [0, Math.max(total ?? used * 1.1, used, 1)];
-    }
-  },
-  temperature: {
-    id: 'temperature',
-    field: 'temperature_c',
-    format: v => `${formatNumber(v, 0)} °C`,
-    range: cols => [0, Math.max(100, maxOf(cols.values.temperature_c) ?? 0)]
-  },
-  power: {
-    id: 'power',
-    field: 'power_w',
-    format: v => `${formatNumber(v)} W`,
-    range: (cols, info) => {
-      const limit = lastOf(cols.values.power_limit_w) ?? info?.power_limit_w ?? null;
-      const peak = maxOf(cols.values.power_w) ?? 0;
-      return [0, Math.max(limit ?? peak * 1.1, peak, 1)];
+export function chartRange(metric: IMetricInfo, cols: IDeviceColumns, info: IDeviceInfo | null): [number, number] {
+  let lo: number | null = null;
+  let hi: number | null = null;
+  for (const v of cols.values[metric.field] ?? []) {
+    if (v !== null) {
+      lo = lo === null || v < lo ? v : lo;
+      hi = hi === null || v > hi ? v : hi;
     }
   }
-};
+  let bottom = metric.y_min !== null ? metric.y_min / metric.scale : null;
+  let top = metric.y_max !== null ? metric.y_max / metric.scale : null;
+  if (top === null && metric.y_max_field) {
+    top = lastOf(cols.values[metric.y_max_field]) ?? infoValue(info, metric.y_max_field);
+  }
+  if (lo !== null && hi !== null) {
+    const pad = hi > lo ? (hi - lo) * 0.1 : Math.max(Math.abs(hi) * 0.1, 1 / Math.abs(metric.scale));
+    bottom = bottom === null ? lo - pad : Math.min(bottom, lo);
+    top = top === null ? hi + pad : Math.max(top, hi);
+  }
+  bottom = bottom ?? 0;
+  top = top ?? bottom + 1;
+  return [bottom, top > bottom ? top : bottom + 1];
+}

@@ -6,8 +6,11 @@
  * hidden or nobody looks). A tick asks:
  * - `status` only when it is not known to be `ok` (at start, after any error, or when a
  *   samples answer reports a different backend/status);
+ * - `metrics` (the metric catalogue: what the cards draw) once, before the first samples;
  * - `samples?since=<newest timestamp held>` every tick: only what is new. The first request
- *   asks for the whole history window, with `max_points` suited to the chart width;
+ *   asks for the whole history window, with `max_points` suited to the chart width, and the
+ *   server's bucketed answer is kept as it is. When incremental answers pile up past
+ *   `pointCap`, the whole window is asked for again (bounded by `max_points`);
  * - `devices` (the spec cards) once, and again when the set of GPUs or a GPU's lost state
  *   changes (the server re-reads a card when a GPU comes back);
  * - `processes` at a slower cadence, and only while the panel is visible.
@@ -20,10 +23,12 @@ import { IDisposable } from '@lumino/disposable';
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { Catalogue, parseCatalogue } from './catalogue';
 import { buildGpus, IGpu } from './gpus';
 import { stateFromError, stateFromStatus } from './monitorState';
 import { MAX_BACKOFF_MS, MAX_MAX_POINTS, MIN_MAX_POINTS, MIN_PROCESS_INTERVAL_MS, STATUS_BAR_INTERVAL_MS } from './pollLimits';
 import { requestAPI } from './request';
+import { History, ISamplesQuery } from './history';
 import { Timeline } from './series';
 import {
   DEFAULT_HISTORY_WINDOW_S,
@@ -35,10 +40,10 @@ import {
   ApiError,
   IDeviceInfo,
   IDevices,
+  IMetricsCatalogue,
   IProcesses,
   ISamples,
   IStatus,
-  IUnavailable,
   MonitorState
 } from './tokens';
 
@@ -61,7 +66,7 @@ export namespace GpuModel {
 export class GpuModel implements IDisposable {
   constructor(options: GpuModel.IOptions = {}) {
     this._refreshMs = normalizeRefreshInterval(options.refreshIntervalMs ?? DEFAULT_REFRESH_INTERVAL_MS);
-    this._windowS = normalizeHistoryWindow(options.historyWindowS ?? DEFAULT_HISTORY_WINDOW_S);
+    this._history = new History(normalizeHistoryWindow(options.historyWindowS ?? DEFAULT_HISTORY_WINDOW_S));
     this._autoPoll = options.autoPoll ?? true;
     this._now = options.now ?? Date.now;
     this._poll = new Poll<void, unknown, 'standby'>({
@@ -94,9 +99,14 @@ export class GpuModel implements IDisposable {
     return this._lastStatus?.backend === 'simulated';
   }
 
+  /** The metric catalogue of the server; null until it has been read. */
+  get catalogue(): Catalogue | null {
+    return this._catalogue;
+  }
+
   /** The history held (read-only for views). */
   get timeline(): Timeline {
-    return this._timeline;
+    return this._history.timeline;
   }
 
   /** The GPUs, by index. */
@@ -109,7 +119,7 @@ export class GpuModel implements IDisposable {
   }
 
   get historyWindowS(): number {
-    return this._windowS;
+    return this._history.windowS;
   }
 
   /** Points per GPU asked for when a long stretch of history is fetched. */
@@ -117,7 +127,7 @@ export class GpuModel implements IDisposable {
     return Math.max(MIN_MAX_POINTS, Math.min(MAX_MAX_POINTS, Math.round(2 * this._chartWidthPx)));
   }
 
-  /** The most points held per GPU before the history is compacted (min/max buckets). */
+  /** The most points held per GPU before the whole window is asked for again. */
   get pointCap(): number {
     return Math.max(2000, 4 * this.maxPoints);
   }
@@ -151,14 +161,8 @@ export class GpuModel implements IDisposable {
     }
     if (options.historyWindowS !== undefined) {
       const s = normalizeHistoryWindow(options.historyWindowS);
-      if (s > this._windowS) {
-        // Older history than held is needed: fetch the whole (longer) window again.
-        this._timeline.clear();
-      } else if (s < this._windowS) {
-        this._timeline.trim(s);
-      }
-      changed = changed || s !== this._windowS;
-      this._windowS = s;
+      changed = changed || s !== this._history.windowS;
+      this._history.setWindow(s);
     }
     if (changed) {
       this._syncPoll();
@@ -194,6 +198,7 @@ export class GpuModel implements IDisposable {
   setChartWidth(px: number): void {
     if (Number.isFinite(px) && px > 0) {
       this._chartWidthPx = px;
+      this._history.setMaxPoints(this.maxPoints);
     }
   }
 
@@ -272,10 +277,14 @@ export class GpuModel implements IDisposable {
           return;
         }
       }
+      if (!this._catalogue) {
+        this._acceptCatalogue(await requestAPI<IMetricsCatalogue>('metrics'));
+      }
       const now = this._now();
+      const query = this._history.query(this.maxPoints, now);
       const wantProcesses = this._panelVisible && now - this._processesAt >= this.processIntervalMs;
       const [samples, devices, processes] = await Promise.all([
-        requestAPI<ISamples>('samples', { since: this._nextSince(), max_points: this.maxPoints }),
+        requestAPI<ISamples>('samples', { since: query.since, max_points: query.max_points }),
         this._devicesStale ? requestAPI<IDevices>('devices') : Promise.resolve(null),
         wantProcesses ? requestAPI<IProcesses>('processes') : Promise.resolve(null)
       ]);
@@ -290,7 +299,7 @@ export class GpuModel implements IDisposable {
         this._processes = processes;
         this._processesAt = now;
       }
-      this._acceptSamples(samples);
+      this._acceptSamples(samples, query);
       this._state = stateFromStatus(this._lastStatus!);
       this._emit();
     } catch (error) {
@@ -312,71 +321,53 @@ export class GpuModel implements IDisposable {
       this._lastStatus === null ||
       this._lastStatus.backend !== status.backend ||
       this._lastStatus.status !== status.status;
+    if (this._lastStatus && this._lastStatus.version !== status.version) {
+      this._catalogue = null; // another gpu-widgets on the server: its catalogue may differ
+    }
     this._status = status;
     this._lastStatus = status;
-    this._clockOffsetS = this._now() / 1000 - status.server_time;
+    this._history.setServerTime(status.server_time, this._now());
     if (changed) {
       this._devicesStale = true;
       this._processesAt = -Infinity;
     }
   }
 
-  /** Unix seconds (server clock) after which samples are asked for. */
-  private _nextSince(): number {
-    const last = this._timeline.last;
-    if (last !== null) {
-      return last;
+  private _acceptCatalogue(body: unknown): void {
+    try {
+      this._catalogue = parseCatalogue(body);
+    } catch (error) {
+      throw new ApiError('bad_response', 'metrics', `the metric catalogue is not usable: ${(error as Error).message}`);
     }
-    const serverNow = this._now() / 1000 - this._clockOffsetS;
-    return Math.max(0, serverNow - this._windowS);
+    this._history.timeline.keep(this._catalogue.fields());
   }
 
-  private _acceptSamples(samples: ISamples): void {
+  private _acceptSamples(samples: ISamples, query: ISamplesQuery): void {
     const status = this._status;
     if (status && (samples.status !== status.status || samples.backend !== status.backend)) {
       // The server's backend changed under us (e.g. restarted): re-read status and cards.
       this._status = null;
     }
-    this._clockOffsetS = this._now() / 1000 - samples.server_time;
-    const before = this._lostFlags();
-    this._timeline.append(samples);
-    // The reasons describe the server's latest sample: each answer replaces what was held.
-    for (const d of samples.devices) {
-      this._unavailable.set(d.index, { ...(d.unavailable ?? {}) });
-    }
-    this._timeline.trim(this._windowS);
-    this._timeline.compact(this.pointCap);
-    const after = this._lostFlags();
-    if (before && before !== after) {
+    if (this._history.accept(samples, query, this.pointCap, this._now())) {
       // A GPU was lost or came back, or the set of GPUs changed: re-read the spec cards
       // (the first fill needs no re-read: the cards were asked for with it).
       this._devicesStale = true;
     }
   }
 
-  /** A fingerprint of each GPU's identity and newest lost flag. */
-  private _lostFlags(): string {
-    const tl = this._timeline;
-    const n = tl.length;
-    return tl
-      .sortedDevices()
-      .map(d => `${d.index}:${d.uuid}:${n ? d.lost[n - 1] : false}`)
-      .join('|');
-  }
-
   private _emit(): void {
-    this._gpus = buildGpus(this._timeline, this._devices, this._processes, this._unavailable);
+    this._gpus = buildGpus(this._history.timeline, this._devices, this._processes, this._history.unavailable);
     this._changed.emit();
   }
 
-
   private _autoPoll: boolean;
+  private _catalogue: Catalogue | null = null;
   private _changed = new Signal<this, void>(this);
   private _chartWidthPx = DEFAULT_CHART_WIDTH_PX;
-  private _clockOffsetS = 0;
   private _devices = new Map<number, IDeviceInfo>();
   private _devicesStale = true;
   private _gpus: IGpu[] = [];
+  private _history: History;
   private _inflight: Promise<void> | null = null;
   private _isDisposed = false;
   private _lastStatus: IStatus | null = null;
@@ -391,7 +382,4 @@ export class GpuModel implements IDisposable {
   /** The status as far as polling goes: null means "ask again". */
   private _status: IStatus | null = null;
   private _statusBarActive = false;
-  private _timeline = new Timeline();
-  private _unavailable = new Map<number, IUnavailable>();
-  private _windowS: number;
 }

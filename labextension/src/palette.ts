@@ -5,7 +5,7 @@
  * `--jp-*` theme variables; the browser resolves them, so a theme change only needs the
  * palette to be read again and the charts redrawn.
  */
-import { EpisodeKind } from './series';
+import { EpisodeKind } from './catalogue';
 
 export interface IPalette {
   /** The history line. */

@@ -1,35 +1,29 @@
 /**
  * The client-side history: one shared time axis, per-GPU columns of the fields the sidebar
- * draws, bounded by a time window and a point cap; and the throttle / lost episodes the
- * charts shade.
+ * draws, bounded by a time window; and the throttle / lost episodes the charts shade.
+ *
+ * The server already downsamples (`samples?max_points=`, min/max buckets): what it sends is
+ * kept as it is. The model bounds what is held by asking the server for a fresh, bounded
+ * window when incremental answers have piled up (model.ts), not by re-bucketing here.
  *
  * Pure data code (no DOM, no JupyterLab imports): tested by jest in plain node.
  */
-import { IDLE_REASON, ISamples, Series, THROTTLE_LABELS } from './tokens';
-
-/** The numeric fields the sidebar keeps per point (the rest of a sample is not drawn). */
-export const KEPT_FIELDS = [
-  'utilization_gpu_percent',
-  'utilization_memory_percent',
-  'memory_used_bytes',
-  'memory_total_bytes',
-  'temperature_c',
-  'power_w',
-  'power_limit_w'
-] as const;
-
-export type KeptField = (typeof KEPT_FIELDS)[number];
+import { IDLE_REASON, ISamples, Series } from './tokens';
 
 /** One GPU's columns, aligned with `Timeline.t`. */
 export interface IDeviceColumns {
   index: number;
   uuid: string | null;
   name: string | null;
-  values: { [K in KeptField]: Series };
+  /** Sample field -> its column; only the fields the timeline keeps. */
+  values: { [field: string]: Series };
   /** Reasons per point (null: not known there). */
   throttle: (string[] | null)[];
   lost: boolean[];
 }
+
+/** The display position of a throttle reason (the catalogue's order: Catalogue.reasonOrder). */
+export type ReasonOrder = (reason: string) => number;
 
 /** A stretch of time in which something held: a throttle reason, or the GPU being lost. */
 export interface IEpisode {
@@ -44,9 +38,15 @@ export interface IEpisode {
 /** Gaps longer than this (and than a few sample intervals) break the chart lines. */
 const MIN_GAP_S = 5;
 
-function emptyColumns(index: number, uuid: string | null, name: string | null, n: number): IDeviceColumns {
-  const values = {} as { [K in KeptField]: Series };
-  for (const f of KEPT_FIELDS) {
+function emptyColumns(
+  fields: readonly string[],
+  index: number,
+  uuid: string | null,
+  name: string | null,
+  n: number
+): IDeviceColumns {
+  const values: { [field: string]: Series } = {};
+  for (const f of fields) {
     values[f] = new Array<number | null>(n).fill(null);
   }
   return {
@@ -63,11 +63,39 @@ function emptyColumns(index: number, uuid: string | null, name: string | null, n
  * Samples as the sidebar holds them: newest last, all devices on one time axis.
  *
  * `append` takes a `samples` answer and keeps only points newer than what it holds (so an
- * overlapping answer is harmless); `trim` drops what left the history window; `compact`
- * min/max-buckets everything when the point cap is passed, so memory stays bounded whatever
- * the window and the sampling rate.
+ * overlapping answer is harmless); `trim` drops what left the history window. Only the
+ * numeric fields named in `fields` are kept (the metrics the catalogue says the sidebar draws).
  */
 export class Timeline {
+  constructor(fields: readonly string[] = []) {
+    this._fields = [...fields];
+  }
+
+  /** The sample fields kept per point. */
+  get fields(): readonly string[] {
+    return this._fields;
+  }
+
+  /**
+   * Keep these fields from now on. A field not kept so far has no history: everything is
+   * dropped (the model then asks for the whole window again). Returns true if it was.
+   */
+  keep(fields: readonly string[]): boolean {
+    const added = fields.some(f => !this._fields.includes(f));
+    this._fields = [...fields];
+    if (added && this.t.length) {
+      this.clear();
+      return true;
+    }
+    for (const cols of this.devices.values()) {
+      for (const f of Object.keys(cols.values)) {
+        if (!fields.includes(f)) {
+          delete cols.values[f];
+        }
+      }
+    }
+    return false;
+  }
   /** Unix seconds, oldest first. */
   readonly t: number[] = [];
   /** NVML index -> columns. */
@@ -116,7 +144,7 @@ export class Timeline {
     const n0 = this.t.length;
     for (const d of samples.devices) {
       if (!this.devices.has(d.index)) {
-        this.devices.set(d.index, emptyColumns(d.index, d.uuid, d.name, n0));
+        this.devices.set(d.index, emptyColumns(this._fields, d.index, d.uuid, d.name, n0));
       }
     }
     for (let i = first; i < timestamps.length; i++) {
@@ -129,10 +157,13 @@ export class Timeline {
       const cols = this.devices.get(d.index)!;
       cols.uuid = d.uuid;
       cols.name = d.name;
-      for (const f of KEPT_FIELDS) {
-        const src = d[f];
+      const series = d as unknown as { [field: string]: Series | undefined };
+      for (const f of this._fields) {
+        // A field this server does not send (an older version) reads as unknown.
+        const src = series[f];
+        const col = cols.values[f];
         for (let i = first; i < timestamps.length; i++) {
-          cols.values[f].push(src[i] ?? null);
+          col.push(src?.[i] ?? null);
         }
       }
       for (let i = first; i < timestamps.length; i++) {
@@ -165,35 +196,6 @@ export class Timeline {
     return drop;
   }
 
-  /**
-   * When more than `cap` points are held, min/max-bucket them down to about `cap / 2`
-   * (each bucket keeps its smallest and largest value in time order, so peaks survive;
-   * throttle reasons are merged and `lost` OR-ed over a bucket). Returns true if it did.
-   */
-  compact(cap: number): boolean {
-    const n = this.t.length;
-    if (n <= cap || cap < 4) {
-      return false;
-    }
-    const bounds = bucketBounds(n, Math.floor(cap / 4));
-    const t: number[] = [];
-    for (const [lo, hi] of bounds) {
-      t.push(this.t[lo]);
-      if (hi - lo >= 2) {
-        t.push(this.t[hi - 1]);
-      }
-    }
-    for (const cols of this.devices.values()) {
-      for (const f of KEPT_FIELDS) {
-        cols.values[f] = compactValues(cols.values[f], bounds);
-      }
-      cols.throttle = compactUnion(cols.throttle, bounds);
-      cols.lost = compactAny(cols.lost, bounds);
-    }
-    this.t.splice(0, this.t.length, ...t);
-    return true;
-  }
-
   private _pushGap(at: number): void {
     this.t.push(at);
     for (const cols of this.devices.values()) {
@@ -203,7 +205,7 @@ export class Timeline {
 
   private _pad(cols: IDeviceColumns, n: number): void {
     for (let k = 0; k < n; k++) {
-      for (const f of KEPT_FIELDS) {
+      for (const f of this._fields) {
         cols.values[f].push(null);
       }
       cols.throttle.push(null);
@@ -214,93 +216,15 @@ export class Timeline {
   private _splice(drop: number): void {
     this.t.splice(0, drop);
     for (const cols of this.devices.values()) {
-      for (const f of KEPT_FIELDS) {
+      for (const f of this._fields) {
         cols.values[f].splice(0, drop);
       }
       cols.throttle.splice(0, drop);
       cols.lost.splice(0, drop);
     }
   }
-}
 
-/** `nBuckets` half-open ranges covering `0..n` with sizes differing by at most 1. */
-export function bucketBounds(n: number, nBuckets: number): [number, number][] {
-  const b = Math.max(1, Math.min(nBuckets, n));
-  const out: [number, number][] = [];
-  for (let i = 0; i < b; i++) {
-    out.push([Math.floor((n * i) / b), Math.floor((n * (i + 1)) / b)]);
-  }
-  return out;
-}
-
-function compactValues(values: Series, bounds: [number, number][]): Series {
-  const out: Series = [];
-  for (const [lo, hi] of bounds) {
-    let iMin = -1;
-    let iMax = -1;
-    for (let i = lo; i < hi; i++) {
-      const v = values[i];
-      if (v === null) {
-        continue;
-      }
-      if (iMin < 0 || v < (values[iMin] as number)) {
-        iMin = i;
-      }
-      if (iMax < 0 || v > (values[iMax] as number)) {
-        iMax = i;
-      }
-    }
-    const pair = hi - lo >= 2;
-    if (iMin < 0) {
-      out.push(null);
-      if (pair) {
-        out.push(null);
-      }
-    } else if (pair) {
-      out.push(values[Math.min(iMin, iMax)], values[Math.max(iMin, iMax)]);
-    } else {
-      out.push(values[lo]);
-    }
-  }
-  return out;
-}
-
-function compactUnion(values: (string[] | null)[], bounds: [number, number][]): (string[] | null)[] {
-  const out: (string[] | null)[] = [];
-  for (const [lo, hi] of bounds) {
-    let merged: string[] | null = null;
-    for (let i = lo; i < hi; i++) {
-      const r = values[i];
-      if (r) {
-        merged = merged ?? [];
-        for (const name of r) {
-          if (!merged.includes(name)) {
-            merged.push(name);
-          }
-        }
-      }
-    }
-    out.push(merged);
-    if (hi - lo >= 2) {
-      out.push(merged);
-    }
-  }
-  return out;
-}
-
-function compactAny(values: boolean[], bounds: [number, number][]): boolean[] {
-  const out: boolean[] = [];
-  for (const [lo, hi] of bounds) {
-    let any = false;
-    for (let i = lo; i < hi; i++) {
-      any = any || values[i];
-    }
-    out.push(any);
-    if (hi - lo >= 2) {
-      out.push(any);
-    }
-  }
-  return out;
+  private _fields: string[];
 }
 
 /**
@@ -308,7 +232,11 @@ function compactAny(values: boolean[], bounds: [number, number][]): boolean[] {
  * consecutive points that list it. An episode ends where the next point starts (so a
  * one-sample episode still has a width), or at the last point.
  */
-export function throttleEpisodes(t: readonly number[], throttle: readonly (string[] | null)[]): IEpisode[] {
+export function throttleEpisodes(
+  t: readonly number[],
+  throttle: readonly (string[] | null)[],
+  order: ReasonOrder = () => 0
+): IEpisode[] {
   const open = new Map<string, number>(); // reason -> start
   const out: IEpisode[] = [];
   for (let i = 0; i < t.length; i++) {
@@ -329,7 +257,7 @@ export function throttleEpisodes(t: readonly number[], throttle: readonly (strin
   for (const [reason, start] of open) {
     out.push({ reason, start, end });
   }
-  return out.sort((a, b) => a.start - b.start || reasonOrder(a.reason) - reasonOrder(b.reason));
+  return out.sort((a, b) => a.start - b.start || order(a.reason) - order(b.reason));
 }
 
 /** The stretches in which a GPU was lost (reason `lost`). */
@@ -350,47 +278,13 @@ export function lostEpisodes(t: readonly number[], lost: readonly boolean[]): IE
   return out;
 }
 
-const ORDER = Object.keys(THROTTLE_LABELS);
-
-function reasonOrder(reason: string): number {
-  const i = ORDER.indexOf(reason);
-  return i < 0 ? ORDER.length : i;
-}
-
-/** Words for a throttle reason; unknown NVML bits (`other_0x...`) are shown as they are. */
-export function throttleLabel(reason: string): string {
-  if (reason === 'lost') {
-    return 'GPU lost';
-  }
-  return THROTTLE_LABELS[reason] ?? reason.replace(/_/g, ' ');
-}
-
-/** Which colour family a reason is drawn in. */
-export type EpisodeKind = 'power' | 'thermal' | 'other' | 'lost';
-
-export function episodeKind(reason: string): EpisodeKind {
-  switch (reason) {
-    case 'lost':
-      return 'lost';
-    case 'sw_power_cap':
-    case 'hw_power_brake_slowdown':
-      return 'power';
-    case 'sw_thermal_slowdown':
-    case 'hw_thermal_slowdown':
-    case 'hw_slowdown':
-      return 'thermal';
-    default:
-      return 'other';
-  }
-}
-
 /** The distinct reasons of some episodes, in display order (for a legend). */
-export function episodeReasons(episodes: readonly IEpisode[]): string[] {
+export function episodeReasons(episodes: readonly IEpisode[], order: ReasonOrder = () => 0): string[] {
   const seen: string[] = [];
   for (const e of episodes) {
     if (!seen.includes(e.reason)) {
       seen.push(e.reason);
     }
   }
-  return seen.sort((a, b) => (a === 'lost' ? 1 : 0) - (b === 'lost' ? 1 : 0) || reasonOrder(a) - reasonOrder(b));
+  return seen.sort((a, b) => (a === 'lost' ? 1 : 0) - (b === 'lost' ? 1 : 0) || order(a) - order(b));
 }

@@ -8,7 +8,7 @@
  *
  * Kept free of JupyterLab imports so that jest can test them in plain node.
  */
-import { METRIC_IDS, MetricId } from './tokens';
+import { IMetricInfo } from './tokens';
 
 /** Default poll period of the GPU monitor, in milliseconds (schema default). */
 export const DEFAULT_REFRESH_INTERVAL_MS = 1000;
@@ -43,15 +43,43 @@ export function normalizeHistoryWindow(value: unknown): number {
 }
 
 /**
- * Turn a raw `metrics` setting into the metrics to show, in display order (the order of
- * the cards does not depend on the order in the setting). Unknown names are ignored; a
- * value that is not a list gives every metric; an empty list shows none.
+ * The `metrics` setting against the catalogue, which arrives from the server later than the
+ * settings: the raw value is held and resolved whenever the views ask.
+ *
+ * Unset (or not a list) shows every metric the catalogue offers the sidebar; an empty list
+ * shows none; the cards keep the catalogue's display order whatever the setting's order. An
+ * id the catalogue does not offer is ignored, with one console warning for each distinct set
+ * of such ids (not one per render).
  */
-export function normalizeMetrics(value: unknown): MetricId[] {
-  if (!Array.isArray(value)) {
-    return [...METRIC_IDS];
+export class MetricChoice {
+  constructor(warn: (message: string) => void = message => console.warn(message)) {
+    this._warn = warn;
   }
-  return METRIC_IDS.filter(id => value.includes(id));
+
+  /** The raw setting. */
+  setting: unknown = undefined;
+
+  /** The metrics to show, from those the catalogue offers (`Catalogue.sidebar`). */
+  select(available: readonly IMetricInfo[]): IMetricInfo[] {
+    const value = this.setting;
+    if (!Array.isArray(value)) {
+      return [...available];
+    }
+    const ids = available.map(m => m.id);
+    const unknown = value.filter(id => !ids.includes(id)).map(id => JSON.stringify(id));
+    const key = unknown.join(', ');
+    if (key && key !== this._warned) {
+      this._warn(
+        `gpu-widgets: the \`metrics\` setting names ${key}, which the server's metric catalogue does not ` +
+          `offer (ignored). It offers: ${ids.join(', ')}.`
+      );
+    }
+    this._warned = key;
+    return available.filter(m => value.includes(m.id));
+  }
+
+  private _warn: (message: string) => void;
+  private _warned = '';
 }
 
 /** Turn a raw `showStatusBarItem` setting into a boolean (default true). */

@@ -12,7 +12,7 @@ import { IViewContext, SidebarView } from './components';
 import { gpuIcon } from './icons';
 import { GpuModel } from './model';
 import { FALLBACK_PALETTE, IPalette, readPalette } from './palette';
-import { METRIC_IDS, MetricId } from './tokens';
+import { MetricChoice } from './settings';
 
 export namespace GpuSidebar {
   export interface IOptions {
@@ -47,13 +47,13 @@ export class GpuSidebar extends ReactWidget {
     return this._model;
   }
 
-  /** The metrics each card shows (the `metrics` setting). */
-  get metrics(): readonly MetricId[] {
-    return this._metrics;
+  /** The raw `metrics` setting, resolved against the server's catalogue when drawn. */
+  get metricsSetting(): unknown {
+    return this._metrics.setting;
   }
 
-  set metrics(metrics: readonly MetricId[]) {
-    this._metrics = metrics;
+  set metricsSetting(value: unknown) {
+    this._metrics.setting = value;
     this.update();
   }
 
@@ -69,7 +69,7 @@ export class GpuSidebar extends ReactWidget {
   protected render(): JSX.Element {
     const ctx: IViewContext = {
       model: this._model,
-      metrics: this._metrics,
+      metrics: this._model.catalogue ? this._metrics.select(this._model.catalogue.sidebar) : [],
       palette: this._palette,
       openPath: this._openPath
     };
@@ -130,7 +130,7 @@ export class GpuSidebar extends ReactWidget {
     }
   }
 
-  private _metrics: readonly MetricId[] = METRIC_IDS;
+  private _metrics = new MetricChoice();
   private _model: GpuModel;
   private _openPath: (path: string) => void;
   private _palette: IPalette = FALLBACK_PALETTE;

@@ -43,19 +43,7 @@ export function statusText(model: GpuModel): { text: string; title: string } {
 }
 
 function latestOf(gpu: IGpu): ILatestValues {
-  return (
-    gpu.latest ?? {
-      index: gpu.index,
-      lost: gpu.lost,
-      utilization_gpu_percent: null,
-      utilization_memory_percent: null,
-      memory_used_bytes: null,
-      memory_total_bytes: null,
-      temperature_c: null,
-      power_w: null,
-      power_limit_w: null
-    }
-  );
+  return gpu.latest ?? { index: gpu.index, lost: gpu.lost, values: {} };
 }
 
 export class GpuStatusItem extends ReactWidget {

@@ -5,6 +5,7 @@ import threading
 import time
 from typing import Any
 
+from ...metrics.samples import FastRead, SlowRead
 from ..base import LOST, NO_GPU, OK, Backend, DeviceDict, lost_device, null_fields
 from ..processes import ProcessDescriber
 from .errors import LOST as LOST_KIND
@@ -67,8 +68,8 @@ class NvmlBackend(Backend):
             return
         self._nv = nv
         # pynvml's functions are looked up once: the fast loop calls them 12 times per GPU per tick.
-        self._fast: list[tuple[Query, BoundReader]] = [(q, bind(q, nv)) for q in FAST_QUERIES]
-        self._pcie: list[tuple[Query, BoundReader]] = [(q, bind(q, nv)) for q in PCIE_QUERIES]
+        self._fast = [(q, bind(q, nv)) for q in FAST_QUERIES]
+        self._pcie = [(q, bind(q, nv)) for q in PCIE_QUERIES]
         try:
             count = nv.nvmlDeviceGetCount()
         except Exception as exc:
@@ -211,11 +212,11 @@ class NvmlBackend(Backend):
                     return False
         return True
 
-    def read_fast(self, t: float) -> list[DeviceDict]:
+    def read_fast(self, t: float) -> list[FastRead]:
         if self.status != OK:
             return []
         now = self._clock()
-        samples = []
+        samples: list[Any] = []
         for dev in self._devices:
             if (dev.lost_reason is not None and now >= dev.next_retry) or dev.identity_retry:
                 self._attach(dev, now)
@@ -232,11 +233,11 @@ class NvmlBackend(Backend):
             samples.append(sample)
         return samples
 
-    def read_slow(self, t: float) -> list[DeviceDict]:
+    def read_slow(self, t: float) -> list[SlowRead]:
         if self.status != OK:
             return []
         now = self._clock()
-        out = []
+        out: list[Any] = []
         seen: set[int] = set()
         for dev in self._devices:
             if dev.lost_reason is not None:

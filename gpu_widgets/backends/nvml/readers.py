@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, NamedTuple
 
-from ...metrics.throttle import names_from_mask
 from .errors import NOT_FOUND, UNSUPPORTED, classify
 
 Reader = Callable[[Any, Any, dict], None]
@@ -118,16 +117,17 @@ def _memory_total(nv: Any, h: Any, out: dict) -> None:
 
 
 def _throttle(nv: Any, h: Any, out: dict) -> None:
+    # Kept as NVML's bitmask (see metrics/throttle.py): names are made where JSON is written.
     # The call was renamed in driver 535; the bits are the same.
     fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
     if fn is not None:
         try:
-            out["throttle_reasons"] = names_from_mask(fn(h))
+            out["throttle_reasons"] = fn(h)
             return
         except Exception as exc:
             if classify(exc).kind != UNSUPPORTED:
                 raise
-    out["throttle_reasons"] = names_from_mask(nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+    out["throttle_reasons"] = nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
 
 
 MILLI = 1e-3

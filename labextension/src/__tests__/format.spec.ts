@@ -1,35 +1,10 @@
 /**
  * Numbers for people and the status-bar summary.
  */
-import {
-  formatBandwidth,
-  formatBytes,
-  formatDuration,
-  formatNumber,
-  ILatestValues,
-  metricReading,
-  migText,
-  summarize,
-  unavailableReason
-} from '../format';
-import { METRIC_SPECS } from '../metrics';
-import { Timeline } from '../series';
-import { deviceInfo, FakeHistory, GIB } from './utils';
+import { formatBandwidth, formatBytes, formatDuration, formatNumber, migText, summarize } from '../format';
+import { deviceInfo, GIB, latest } from './utils';
 
-function gpu(index: number, v: Partial<ILatestValues> = {}): ILatestValues {
-  return {
-    index,
-    lost: false,
-    utilization_gpu_percent: 97,
-    utilization_memory_percent: 41,
-    memory_used_bytes: 37 * GIB,
-    memory_total_bytes: 141 * GIB,
-    temperature_c: 71,
-    power_w: 612.5,
-    power_limit_w: 700,
-    ...v
-  };
-}
+const gpu = latest;
 
 describe('formatNumber', () => {
   it('keeps at most the given decimals and drops trailing zeros', () => {
@@ -42,6 +17,19 @@ describe('formatNumber', () => {
     expect(formatNumber(3.35, 2)).toBe('3.35');
   });
 
+  it('rounds an exact tie to even, as the Python views do', () => {
+    expect(formatNumber(612.5, 0)).toBe('612');
+    expect(formatNumber(613.5, 0)).toBe('614');
+    expect(formatNumber(612.25)).toBe('612.2');
+    expect(formatNumber(612.75)).toBe('612.8');
+    expect(formatNumber(-2.5, 0)).toBe('-2');
+    expect(formatNumber(-0.5, 0)).toBe('0');
+    // Not ties in binary: the nearest decimal wins, as everywhere.
+    expect(formatNumber(0.15)).toBe('0.1');
+    expect(formatNumber(0.35)).toBe('0.3');
+    expect(formatNumber(1.005, 2)).toBe('1');
+  });
+
   it('formats bytes, bandwidth and durations', () => {
     expect(formatBytes(512 * 1024 ** 2)).toBe('512 MiB');
     expect(formatBytes(54 * GIB)).toBe('54 GiB');
@@ -51,45 +39,6 @@ describe('formatNumber', () => {
     expect(formatDuration(600)).toBe('10 min');
     expect(formatDuration(5400)).toBe('90 min');
     expect(formatDuration(86400)).toBe('24 h');
-  });
-});
-
-describe('metricReading', () => {
-  it('reads every metric as the card prints it', () => {
-    const v = gpu(0);
-    expect(metricReading('utilization', v)).toMatchObject({ value: 97, max: 100, text: '97 %' });
-    expect(metricReading('memory', v)).toMatchObject({ value: 37 * GIB, max: 141 * GIB, text: '37 / 141 GiB' });
-    expect(metricReading('memory_controller', v)).toMatchObject({ value: 41, text: '41 %' });
-    expect(metricReading('temperature', v)).toMatchObject({ value: 71, text: '71 °C' });
-    expect(metricReading('power', v)).toMatchObject({ value: 612.5, max: 700, text: '612.5 / 700 W' });
-  });
-
-  it('shows a dash for unknown values and for a lost GPU', () => {
-    expect(metricReading('temperature', gpu(0, { temperature_c: null }))).toMatchObject({ value: null, text: '—' });
-    expect(metricReading('power', gpu(0, { power_limit_w: null })).text).toBe('612.5 W');
-    expect(metricReading('utilization', gpu(0, { lost: true })).text).toBe('—');
-    expect(metricReading('memory', null).text).toBe('—');
-  });
-});
-
-describe('unavailableReason', () => {
-  const power = 'not supported on this GPU (simulated fault)';
-  it('explains a null value with the reasons of its fields', () => {
-    const v = gpu(0, { power_w: null, memory_used_bytes: null, memory_total_bytes: null });
-    expect(unavailableReason('power', metricReading('power', v), { power_w: power })).toBe(power);
-    expect(
-      unavailableReason('memory', metricReading('memory', v), {
-        memory_used_bytes: 'no memory info',
-        memory_total_bytes: 'no memory info'
-      })
-    ).toBe('no memory info');
-  });
-
-  it('says nothing for a value that is there or a reason for another field', () => {
-    const v = gpu(0, { temperature_c: null });
-    expect(unavailableReason('power', metricReading('power', v), { power_w: power })).toBeNull();
-    expect(unavailableReason('temperature', metricReading('temperature', v), { fan_percent: 'passive' })).toBeNull();
-    expect(unavailableReason('temperature', metricReading('temperature', v), {})).toBeNull();
   });
 });
 
@@ -110,6 +59,12 @@ describe('summarize (the status-bar item)', () => {
     ]);
   });
 
+  it('reads unknown values as a dash', () => {
+    expect(summarize([gpu(0, { utilization_gpu_percent: null, memory_total_bytes: null })])!.title).toBe(
+      'GPU 0: — · 37 GiB'
+    );
+  });
+
   it('leaves lost GPUs out of the numbers and counts them', () => {
     const s = summarize([gpu(0), gpu(1, { lost: true, utilization_gpu_percent: null })])!;
     expect(s.text).toBe('2 GPUs 97% · 37/141 GiB · 1 lost');
@@ -117,21 +72,6 @@ describe('summarize (the status-bar item)', () => {
     expect(s.title).toContain('GPU 1: lost');
     expect(summarize([gpu(0, { lost: true })])!.text).toBe('GPU · 1 lost');
     expect(summarize([])).toBeNull();
-  });
-});
-
-describe('METRIC_SPECS (chart ranges)', () => {
-  it('draws percentages on 0-100, memory on 0-total and power on 0-limit', () => {
-    const h = new FakeHistory(1);
-    h.addRun(3, { util: 50, memUsedGiB: 37, power: 650, temp: 104 }, 0);
-    const tl = new Timeline();
-    tl.append(h.samples({}));
-    const cols = tl.devices.get(0)!;
-    expect(METRIC_SPECS.utilization.range(cols, null)).toEqual([0, 100]);
-    expect(METRIC_SPECS.memory.range(cols, null)).toEqual([0, 141 * GIB]);
-    expect(METRIC_SPECS.power.range(cols, null)).toEqual([0, 700]);
-    expect(METRIC_SPECS.temperature.range(cols, null)).toEqual([0, 104]);
-    expect(METRIC_SPECS.memory.format(54.6 * GIB)).toBe('54.6 GiB');
   });
 });
 

@@ -1,12 +1,13 @@
 /**
- * The sidebar model with the request module replaced by an endpoint table.
+ * The sidebar model with the request module replaced by an endpoint table: polling, states,
+ * incremental samples (the history it keeps and the catalogue: history.spec.ts).
  */
-import { metricReading } from '../format';
+import { metricReading } from '../metrics';
 import { GpuModel } from '../model';
 import { MAX_BACKOFF_MS, STATUS_BAR_INTERVAL_MS } from '../pollLimits';
 import { requestAPI } from '../request';
 import { ENABLE_COMMAND } from '../tokens';
-import { devices, FakeHistory, GIB, MockApi, processes, status, until } from './utils';
+import { catalogueBody, devices, FakeHistory, GIB, metricOf as m, MockApi, processes, serveModel, status, until } from './utils';
 
 jest.mock('../request', () => ({ requestAPI: jest.fn() }));
 
@@ -14,19 +15,7 @@ const mockedRequest = requestAPI as jest.MockedFunction<typeof requestAPI>;
 
 /** A model wired to a fake server with `nDevices` GPUs and `n` samples of history. */
 function setup(options: { n?: number; nDevices?: number; windowS?: number; now?: () => number } = {}) {
-  const history = new FakeHistory(options.nDevices ?? 2);
-  history.addRun(options.n ?? 5);
-  const api = new MockApi({
-    status: { body: () => status({ server_time: history.serverTime }) },
-    devices: { body: () => devices(history.nDevices) },
-    samples: { body: history.samples },
-    processes: { body: () => processes([[], []]) }
-  });
-  mockedRequest.mockImplementation(api.handler as typeof requestAPI);
-  // The client's clock runs 50 s ahead of the server's: `since` must use the server's.
-  const now = options.now ?? (() => (history.serverTime + 50) * 1000);
-  const model = new GpuModel({ autoPoll: false, historyWindowS: options.windowS ?? 600, now });
-  return { history, api, model };
+  return serveModel(mockedRequest, options);
 }
 
 afterEach(() => {
@@ -82,11 +71,11 @@ describe('GpuModel: incremental samples', () => {
     await model.refresh();
     const [g0, g1] = model.gpus;
     expect(g0.latestTimestamp).toBe(1000);
-    expect(metricReading('utilization', g0.latest).text).toBe('97 %');
-    expect(metricReading('memory', g0.latest).text).toBe('37 / 141 GiB');
-    expect(metricReading('temperature', g0.latest).text).toBe('71 °C');
-    expect(metricReading('power', g0.latest).text).toBe('612.5 / 700 W');
-    expect(g1.latest!.utilization_gpu_percent).toBe(13);
+    expect(metricReading(m('utilization'), g0.latest).text).toBe('97 %');
+    expect(metricReading(m('memory'), g0.latest).text).toBe('37 / 141 GiB');
+    expect(metricReading(m('temperature'), g0.latest).text).toBe('71 °C');
+    expect(metricReading(m('power'), g0.latest).text).toBe('612 / 700 W'); // the catalogue: no decimals (a tie rounds to even)
+    expect(g1.latest!.values.utilization_gpu_percent).toBe(13);
     expect(g0.info!.name).toBe('NVIDIA H200');
   });
 });
@@ -108,61 +97,6 @@ describe('GpuModel: why readings are null', () => {
     await model.refresh();
     expect(model.gpus[0].unavailable).toEqual({});
     expect(model.gpus[1].unavailable).toEqual({ temperature_c: 'not readable right now' });
-  });
-});
-
-describe('GpuModel: bounded series', () => {
-  it('keeps only the history window', async () => {
-    const { history, model } = setup({ n: 100, windowS: 30 });
-    await model.refresh();
-    const t = model.timeline.t;
-    expect(t[t.length - 1]).toBe(history.t[99]);
-    expect(t[t.length - 1] - t[0]).toBeLessThanOrEqual(30);
-    expect(t.length).toBe(30); // the first answer starts after server time - 30 s
-
-    history.addRun(50);
-    await model.refresh();
-    expect(model.timeline.t[0]).toBe(history.t[149] - 30);
-    expect(model.timeline.length).toBe(31);
-    for (const cols of model.timeline.devices.values()) {
-      expect(cols.values.power_w).toHaveLength(31);
-      expect(cols.throttle).toHaveLength(31);
-      expect(cols.lost).toHaveLength(31);
-    }
-  });
-
-  it('shrinks the window live, and refetches a longer one', async () => {
-    const { history, api, model } = setup({ n: 100, windowS: 60 });
-    await model.refresh();
-    expect(model.timeline.length).toBe(60);
-
-    model.configure({ historyWindowS: 30 });
-    expect(model.timeline.length).toBe(31);
-
-    model.configure({ historyWindowS: 90 });
-    expect(model.timeline.length).toBe(0); // older points are needed: fetched again
-    await model.refresh();
-    const last = api.callsTo('samples').pop()!;
-    expect(last.query.since).toBeCloseTo(history.serverTime - 90, 6);
-    expect(model.timeline.length).toBe(90);
-  });
-
-  it('caps the points held, keeping peaks (min/max compaction)', async () => {
-    const { history, api, model } = setup({ n: 0, nDevices: 1, windowS: 86400 });
-    model.setChartWidth(60);
-    const spike = 1777;
-    history.addRun(2500, k => [{ util: k === spike ? 100 : 40 }]);
-    // Everything in one answer (a long-hidden tab catching up).
-    api.table.samples = { body: q => history.samples({ since: q.since, max_points: 100000 }) };
-    await model.refresh();
-    expect(model.timeline.last).toBe(history.t[2499]);
-    expect(model.timeline.t[0]).toBe(history.t[0]);
-    expect(model.timeline.length).toBeLessThanOrEqual(model.pointCap);
-    expect(model.timeline.length).toBe(1000);
-    const util = model.timeline.devices.get(0)!.values.utilization_gpu_percent;
-    expect(util).toHaveLength(1000);
-    expect(Math.max(...(util as number[]))).toBe(100);
-    expect(Math.min(...(util as number[]))).toBe(40);
   });
 });
 
@@ -194,7 +128,7 @@ describe('GpuModel: states', () => {
     api.table.status = { body: () => status({ status: 'no_gpu', backend: 'none', reason, device_count: 0 }) };
     await model.refresh();
     expect(model.state).toEqual({ kind: 'no_gpu', reason });
-    expect(api.calls.map(c => c.endpoint)).toEqual(['status']);
+    expect(api.calls.map(c => c.endpoint)).toEqual(['status']); // not even the catalogue
     expect(model.gpus).toEqual([]);
   });
 
@@ -282,8 +216,8 @@ describe('GpuModel: lost GPUs', () => {
     const [g0, g1] = model.gpus;
     expect(g0.lost).toBe(false);
     expect(g1.lost).toBe(true);
-    expect(metricReading('utilization', g1.latest).text).toBe('—');
-    expect(metricReading('utilization', g0.latest).text).toBe('90 %');
+    expect(metricReading(m('utilization'), g1.latest).text).toBe('—');
+    expect(metricReading(m('utilization'), g0.latest).text).toBe('90 %');
 
     // The lost state changed: the next tick asks for the spec cards again.
     history.addRun(1, () => [{}, { lost: true }]);
@@ -293,7 +227,7 @@ describe('GpuModel: lost GPUs', () => {
     history.addRun(1, () => [{}, { util: 42 }]);
     await model.refresh();
     expect(model.gpus[1].lost).toBe(false);
-    expect(model.gpus[1].latest!.utilization_gpu_percent).toBe(42);
+    expect(model.gpus[1].latest!.values.utilization_gpu_percent).toBe(42);
     // Its lost stretch stays in the history.
     expect(model.timeline.devices.get(1)!.lost.filter(Boolean)).toHaveLength(3);
   });
@@ -360,6 +294,7 @@ describe('GpuModel: processes and polling', () => {
 
     api.table = {
       status: { body: () => status({ server_time: history.serverTime }) },
+      metrics: { body: () => catalogueBody() },
       devices: { body: () => devices(2) },
       samples: { body: history.samples },
       processes: { body: () => processes([[], []]) }

@@ -1,16 +1,8 @@
 /**
  * The client-side history and the episodes the charts shade.
  */
-import {
-  bucketBounds,
-  episodeKind,
-  episodeReasons,
-  lostEpisodes,
-  throttleEpisodes,
-  throttleLabel,
-  Timeline
-} from '../series';
-import { FakeHistory } from './utils';
+import { episodeReasons, lostEpisodes, throttleEpisodes, Timeline } from '../series';
+import { catalogue, FakeHistory } from './utils';
 
 describe('throttleEpisodes', () => {
   const t = [0, 1, 2, 3, 4, 5, 6];
@@ -41,7 +33,7 @@ describe('throttleEpisodes', () => {
       null,
       ['hw_slowdown']
     ];
-    expect(throttleEpisodes(t, reasons)).toEqual([
+    expect(throttleEpisodes(t, reasons, r => catalogue().reasonOrder(r))).toEqual([
       { reason: 'sw_power_cap', start: 1, end: 3 },
       { reason: 'sw_thermal_slowdown', start: 2, end: 5 },
       { reason: 'hw_slowdown', start: 6, end: 6 }
@@ -65,24 +57,17 @@ describe('lostEpisodes', () => {
   });
 });
 
-describe('episode words', () => {
-  it('names and groups reasons for the legend', () => {
-    expect(throttleLabel('sw_power_cap')).toBe('power cap');
-    expect(throttleLabel('hw_thermal_slowdown')).toBe('thermal (hardware)');
-    expect(throttleLabel('other_0x400')).toBe('other 0x400');
-    expect(throttleLabel('lost')).toBe('GPU lost');
-    expect(episodeKind('sw_power_cap')).toBe('power');
-    expect(episodeKind('hw_slowdown')).toBe('thermal');
-    expect(episodeKind('sync_boost')).toBe('other');
-    expect(episodeKind('lost')).toBe('lost');
-    expect(
-      episodeReasons([
-        { reason: 'lost', start: 0, end: 1 },
-        { reason: 'hw_thermal_slowdown', start: 0, end: 1 },
-        { reason: 'sw_power_cap', start: 2, end: 3 },
-        { reason: 'sw_power_cap', start: 5, end: 6 }
-      ])
-    ).toEqual(['sw_power_cap', 'hw_thermal_slowdown', 'lost']);
+describe('episodeReasons', () => {
+  it('lists the reasons in the catalogue\'s order, lost last', () => {
+    const order = (r: string): number => catalogue().reasonOrder(r);
+    const episodes = [
+      { reason: 'lost', start: 0, end: 1 },
+      { reason: 'other_0x400', start: 0, end: 1 },
+      { reason: 'hw_thermal_slowdown', start: 0, end: 1 },
+      { reason: 'sw_power_cap', start: 2, end: 3 },
+      { reason: 'sw_power_cap', start: 5, end: 6 }
+    ];
+    expect(episodeReasons(episodes, order)).toEqual(['sw_power_cap', 'hw_thermal_slowdown', 'other_0x400', 'lost']);
   });
 });
 
@@ -90,7 +75,7 @@ describe('Timeline', () => {
   it('breaks the lines over a long pause', () => {
     const h = new FakeHistory(1);
     h.addRun(3, { util: 10 }, 100);
-    const tl = new Timeline();
+    const tl = new Timeline(['utilization_gpu_percent']);
     tl.append(h.samples({}));
     h.addRun(2, { util: 20 }, 200); // the tab was hidden for 100 s
     expect(tl.append(h.samples({ since: 102 }))).toBe(2);
@@ -99,7 +84,7 @@ describe('Timeline', () => {
   });
 
   it('pads a GPU that is missing from an answer, and one that appears later', () => {
-    const tl = new Timeline();
+    const tl = new Timeline(['utilization_gpu_percent']);
     const two = new FakeHistory(2);
     two.addRun(2, { util: 5 }, 10);
     tl.append(two.samples({}));
@@ -114,29 +99,25 @@ describe('Timeline', () => {
     expect(tl.devices.get(2)!.lost).toEqual([false, false, false, false]);
   });
 
-  it('merges throttle reasons and lost flags when compacting', () => {
+  it('keeps only the fields it is told, and drops its history for a new one', () => {
     const h = new FakeHistory(1);
-    h.addRun(40, k => [{ throttle: k === 13 ? ['sw_power_cap'] : ['gpu_idle'], lost: k === 27 }], 0);
-    const tl = new Timeline();
+    h.addRun(2, { util: 10, temp: 50 }, 0);
+    const tl = new Timeline(['utilization_gpu_percent', 'temperature_c']);
     tl.append(h.samples({}));
-    expect(tl.compact(20)).toBe(true);
-    const cols = tl.devices.get(0)!;
-    expect(tl.length).toBe(10);
-    expect(cols.throttle.filter(r => r && r.includes('sw_power_cap'))).toHaveLength(2);
-    expect(cols.lost.filter(Boolean)).toHaveLength(2);
-    expect(throttleEpisodes(tl.t, cols.throttle)).toHaveLength(1);
-    expect(tl.compact(20)).toBe(false);
+    expect(Object.keys(tl.devices.get(0)!.values)).toEqual(['utilization_gpu_percent', 'temperature_c']);
+    expect(tl.keep(['temperature_c'])).toBe(false); // fewer fields: the history stays
+    expect(tl.devices.get(0)!.values).toEqual({ temperature_c: [50, 50] });
+    expect(tl.keep(['temperature_c', 'power_w'])).toBe(true); // a new field has no history
+    expect(tl.length).toBe(0);
+    tl.append(h.samples({}));
+    expect(tl.devices.get(0)!.values.power_w).toEqual([300, 300]);
   });
 
-  it('cuts buckets of near-equal size', () => {
-    expect(bucketBounds(10, 3)).toEqual([
-      [0, 3],
-      [3, 6],
-      [6, 10]
-    ]);
-    expect(bucketBounds(2, 5)).toEqual([
-      [0, 1],
-      [1, 2]
-    ]);
+  it('reads a field the server does not send as unknown', () => {
+    const h = new FakeHistory(1);
+    h.addRun(2, {}, 0);
+    const tl = new Timeline(['no_such_field']);
+    tl.append(h.samples({}));
+    expect(tl.devices.get(0)!.values.no_such_field).toEqual([null, null]);
   });
 });

@@ -5,12 +5,12 @@ import {
   MAX_HISTORY_WINDOW_S,
   MIN_HISTORY_WINDOW_S,
   MIN_REFRESH_INTERVAL_MS,
+  MetricChoice,
   normalizeHistoryWindow,
-  normalizeMetrics,
   normalizeRefreshInterval,
   normalizeShowStatusBar
 } from '../settings';
-import { METRIC_IDS } from '../tokens';
+import { catalogue, metricInfo } from './utils';
 
 describe('normalizeRefreshInterval', () => {
   it('keeps a valid interval', () => {
@@ -44,12 +44,39 @@ describe('normalizeHistoryWindow', () => {
   });
 });
 
-describe('normalizeMetrics', () => {
-  it('keeps known metrics in display order', () => {
-    expect(normalizeMetrics(['power', 'utilization', 'bogus'])).toEqual(['utilization', 'power']);
-    expect(normalizeMetrics([])).toEqual([]);
-    expect(normalizeMetrics(undefined)).toEqual([...METRIC_IDS]);
-    expect(normalizeMetrics('utilization')).toEqual([...METRIC_IDS]);
+describe('MetricChoice (the `metrics` setting)', () => {
+  const made = metricInfo('made_up', 'sm_clock_mhz', 'Made-up clock', 'MHz');
+  const available = catalogue([made]).sidebar;
+  const ids = (choice: MetricChoice): string[] => choice.select(available).map(m => m.id);
+
+  it('shows every metric the catalogue offers while unset, in the catalogue\'s order', () => {
+    const choice = new MetricChoice(() => undefined);
+    expect(ids(choice)).toEqual(['utilization', 'memory', 'memory_controller', 'temperature', 'power', 'made_up']);
+    choice.setting = 'utilization'; // not a list
+    expect(ids(choice)).toHaveLength(6);
+    choice.setting = ['made_up', 'power', 'utilization'];
+    expect(ids(choice)).toEqual(['utilization', 'power', 'made_up']);
+    choice.setting = [];
+    expect(ids(choice)).toEqual([]);
+  });
+
+  it('ignores ids the catalogue does not offer, with one warning per distinct set', () => {
+    const warnings: string[] = [];
+    const choice = new MetricChoice(message => warnings.push(message));
+    choice.setting = ['power', 'bogus'];
+    expect(ids(choice)).toEqual(['power']);
+    expect(ids(choice)).toEqual(['power']); // drawn again: no second warning
+    expect(warnings).toEqual([
+      'gpu-widgets: the `metrics` setting names "bogus", which the server\'s metric catalogue does not offer ' +
+        '(ignored). It offers: utilization, memory, memory_controller, temperature, power, made_up.'
+    ]);
+    choice.setting = ['power', 'bogus', 'other'];
+    ids(choice);
+    expect(warnings).toHaveLength(2);
+    expect(warnings[1]).toContain('names "bogus", "other", which');
+    choice.setting = ['power'];
+    ids(choice);
+    expect(warnings).toHaveLength(2);
   });
 
   it('reads the status-bar switch', () => {
@@ -66,8 +93,11 @@ describe('the settings schema', () => {
     expect(p.historyWindowS.default).toBe(DEFAULT_HISTORY_WINDOW_S);
     expect(p.historyWindowS.minimum).toBe(MIN_HISTORY_WINDOW_S);
     expect(p.historyWindowS.maximum).toBe(MAX_HISTORY_WINDOW_S);
-    expect(p.metrics.items.enum).toEqual([...METRIC_IDS]);
-    expect(p.metrics.default).toEqual([...METRIC_IDS]);
+    // No list of ids: the server's catalogue decides (a new metric must not be refused), and
+    // unset means every metric it offers.
+    expect('enum' in p.metrics.items).toBe(false);
+    expect('default' in p.metrics).toBe(false);
+    expect(new RegExp(p.metrics.items.pattern).test('made_up_2')).toBe(true);
     expect(p.showStatusBarItem.default).toBe(true);
   });
 });

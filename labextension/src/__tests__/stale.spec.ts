@@ -8,8 +8,7 @@ import { staleTitle } from '../format';
 import { GpuModel } from '../model';
 import { FALLBACK_PALETTE } from '../palette';
 import { requestAPI } from '../request';
-import { METRIC_IDS } from '../tokens';
-import { devices, FakeHistory, MockApi, processes, status } from './utils';
+import { catalogueBody, devices, FakeHistory, MockApi, processes, status } from './utils';
 
 jest.mock('../request', () => ({ requestAPI: jest.fn() }));
 // The views' JupyterLab icon and chart library need a browser; the text does not.
@@ -20,7 +19,7 @@ const { renderToStaticMarkup } = jest.requireActual('react-dom/server') as {
 };
 
 function render(model: GpuModel): string {
-  const ctx = { model, metrics: METRIC_IDS, palette: FALLBACK_PALETTE, openPath: () => undefined };
+  const ctx = { model, metrics: model.catalogue?.sidebar ?? [], palette: FALLBACK_PALETTE, openPath: () => undefined };
   return renderToStaticMarkup(React.createElement(SidebarView, ctx));
 }
 
@@ -39,6 +38,7 @@ function setup() {
           ? status({ status: 'stale', reason: HUNG, sample_age_s: stale.age, server_time: history.serverTime })
           : status({ server_time: history.serverTime })
     },
+    metrics: { body: () => catalogueBody() },
     devices: { body: () => devices(2) },
     samples: { body: q => ({ ...history.samples(q), status: stale ? 'stale' : 'ok' }) },
     processes: { body: () => processes([[], []]) }

@@ -1,14 +1,20 @@
 /**
- * Test helpers: an endpoint table that stands in for the request module, and a small fake
- * of the server's history so `since` requests answer like the real one.
+ * Test helpers: an endpoint table that stands in for the request module, a metric catalogue
+ * as the server serves it, and a small fake of the server's history so `since` requests
+ * answer like the real one.
  */
-import { Query } from '../request';
+import { Catalogue } from '../catalogue';
+import { ILatestValues } from '../format';
+import { GpuModel } from '../model';
+import { Query, requestAPI } from '../request';
 import {
   ApiError,
   IDeviceHistory,
   IDeviceInfo,
   IDeviceProcesses,
   IDevices,
+  IMetricInfo,
+  IMetricsCatalogue,
   IProcesses,
   ISamples,
   IStatus,
@@ -63,6 +69,122 @@ export class MockApi {
     // A copy, as JSON would be: the model must not share objects with the "server".
     return JSON.parse(JSON.stringify(reply.body(query)));
   };
+}
+
+/** The newest values of one GPU (an H200 at work), with some fields changed. */
+export function latest(
+  index: number,
+  changes: { lost?: boolean; [field: string]: number | null | boolean | undefined } = {}
+): ILatestValues {
+  const { lost, ...values } = changes;
+  return {
+    index,
+    lost: Boolean(lost),
+    values: {
+      utilization_gpu_percent: 97,
+      utilization_memory_percent: 41,
+      memory_used_bytes: 37 * GIB,
+      memory_total_bytes: 141 * GIB,
+      temperature_c: 71,
+      power_w: 612.5,
+      power_limit_w: 700,
+      ...(values as { [field: string]: number | null })
+    }
+  };
+}
+
+/** One catalogue entry with the defaults of gpu_widgets/metrics/catalogue.py's `Metric`. */
+export function metricInfo(
+  id: string,
+  field: string,
+  label: string,
+  unit: string,
+  overrides: Partial<IMetricInfo> = {}
+): IMetricInfo {
+  return {
+    id,
+    field,
+    label,
+    title: `${label} (${unit})`,
+    unit,
+    help: `${label}: what it means.`,
+    scale: 1,
+    decimals: 0,
+    y_min: 0,
+    y_max: null,
+    y_max_field: null,
+    views: ['sidebar', 'monitor', 'dashboard', 'summary'],
+    ...overrides
+  };
+}
+
+/**
+ * `GET metrics` as the server answers it today (gpu_widgets.metrics.catalogue.catalogue_json);
+ * `extra` metrics are appended. The browser tests run the sidebar against the real one.
+ */
+export function catalogueBody(extra: IMetricInfo[] = []): IMetricsCatalogue {
+  return {
+    metrics: [
+      metricInfo('utilization', 'utilization_gpu_percent', 'GPU busy', '%', { y_max: 100 }),
+      metricInfo('memory', 'memory_used_bytes', 'GPU memory', 'GiB', {
+        scale: 1 / GIB,
+        decimals: 1,
+        y_max_field: 'memory_total_bytes'
+      }),
+      metricInfo('memory_controller', 'utilization_memory_percent', 'Memory controller busy', '%', {
+        y_max: 100,
+        views: ['sidebar']
+      }),
+      metricInfo('temperature', 'temperature_c', 'GPU temperature', '°C', { y_min: null }),
+      metricInfo('power', 'power_w', 'GPU power', 'W', { y_max_field: 'power_limit_w' }),
+      ...extra
+    ],
+    throttle_reasons: [
+      { name: 'sw_power_cap', label: 'power cap', slowdown: true },
+      { name: 'sw_thermal_slowdown', label: 'thermal (software)', slowdown: true },
+      { name: 'hw_thermal_slowdown', label: 'thermal (hardware)', slowdown: true },
+      { name: 'hw_power_brake_slowdown', label: 'power brake (hardware)', slowdown: true },
+      { name: 'hw_slowdown', label: 'hardware slowdown', slowdown: true },
+      { name: 'sync_boost', label: 'sync boost', slowdown: false },
+      { name: 'applications_clocks_setting', label: 'application clocks setting', slowdown: false },
+      { name: 'display_clock_setting', label: 'display clock setting', slowdown: false },
+      { name: 'gpu_idle', label: 'idle', slowdown: false }
+    ]
+  };
+}
+
+/** A metric of the test catalogue, by id. */
+export function metricOf(id: string): IMetricInfo {
+  return catalogue().metrics.find(x => x.id === id)!;
+}
+
+/**
+ * A model (not polling) wired, through the mocked request module, to a fake server with
+ * `nDevices` GPUs and `n` samples of history. The client's clock runs 50 s ahead of the
+ * server's: `since` must use the server's.
+ */
+export function serveModel(
+  mocked: jest.MockedFunction<typeof requestAPI>,
+  options: { n?: number; nDevices?: number; windowS?: number; now?: () => number } = {}
+): { history: FakeHistory; api: MockApi; model: GpuModel } {
+  const history = new FakeHistory(options.nDevices ?? 2);
+  history.addRun(options.n ?? 5);
+  const api = new MockApi({
+    status: { body: () => status({ server_time: history.serverTime }) },
+    metrics: { body: () => catalogueBody() },
+    devices: { body: () => devices(history.nDevices) },
+    samples: { body: history.samples },
+    processes: { body: () => processes([[], []]) }
+  });
+  mocked.mockImplementation(api.handler as typeof requestAPI);
+  const now = options.now ?? (() => (history.serverTime + 50) * 1000);
+  const model = new GpuModel({ autoPoll: false, historyWindowS: options.windowS ?? 600, now });
+  return { history, api, model };
+}
+
+/** The catalogue the sidebar builds from `catalogueBody(extra)`. */
+export function catalogue(extra: IMetricInfo[] = []): Catalogue {
+  return new Catalogue(catalogueBody(extra));
 }
 
 export function status(overrides: Partial<IStatus> = {}): IStatus {
@@ -122,9 +244,9 @@ export interface IPoint {
 }
 
 /**
- * The server's history, as `GET samples` serves it: points newer than `since`, capped at
- * `max_points` by keeping the newest (enough for the model's logic; the real server
- * min/max-buckets instead).
+ * The server's history, as `GET samples` serves it: points newer than `since`, at most
+ * `max_points` of them, evenly spread over the range and ending at the newest (enough for the
+ * model's logic; the real server keeps each bucket's min and max instead).
  */
 export class FakeHistory {
   constructor(public nDevices = 2, public backend: 'nvml' | 'simulated' = 'nvml') {}
@@ -155,7 +277,11 @@ export class FakeHistory {
     const since = query.since === undefined ? -Infinity : Number(query.since);
     const maxPoints = query.max_points === undefined ? 600 : Number(query.max_points);
     let idx = this.t.map((t, i) => [t, i]).filter(([t]) => t > since).map(([, i]) => i);
-    idx = idx.slice(Math.max(0, idx.length - maxPoints));
+    if (idx.length > maxPoints) {
+      const all = idx;
+      const step = (all.length - 1) / (maxPoints - 1);
+      idx = [...Array(maxPoints).keys()].map(k => all[Math.round(k * step)]);
+    }
     const devs: IDeviceHistory[] = [...Array(this.nDevices).keys()].map(d => {
       const p = idx.map(i => this.points[i][d]);
       const v = (f: (q: IPoint) => number | null): (number | null)[] =>

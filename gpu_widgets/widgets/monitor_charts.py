@@ -1,0 +1,150 @@
+"""The TrainingMonitor's charts: which lines go where, how many points each line gets, and the
+lines a redraw sends.
+
+The GPU charts are the metric catalogue's monitor metrics (``shown_in(MONITOR)``): their titles,
+units and y ranges come from there, so a metric added to the catalogue gets its chart here and in
+the static PNG. The memory chart also carries PyTorch's allocator (allocated, reserved).
+``max_points`` is split over all the lines drawn (see ``shares``), which bounds a redraw's bytes.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..metrics.catalogue import MONITOR, Metric, shown_in
+from ..runs.gpu_trace import DeviceTrace, curve_of, episode_line
+from ..runs.records import Records
+from ..store.decimator import Decimator
+from .charts import ChartPlan, PlotSpec
+from .view import ChartsView, LineData, color
+
+THROTTLE_COLOR = "#d62728"
+METRIC_WEIGHT = 4  # a metric line gets this many times a GPU line's share of max_points
+MIN_LINE_POINTS = 16  # a line's share never goes below this, however many lines there are
+# Chart names the tests and saved widget states know; a new metric's chart is "gpu_<id>".
+CHART_NAMES = {"utilization": "gpu_util"}
+# Words after "GPU n" for a metric's own line, and the extra lines its chart carries.
+LINE_SUFFIX = {"memory": " used"}
+EXTRA_LINES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "memory": (("torch_allocated", " PyTorch allocated", "dashed"), ("torch_reserved", " PyTorch reserved", "dotted")),
+}
+
+
+@dataclass(frozen=True)
+class GpuChart:
+    metric: Metric
+    name: str  # the chart's key in the view
+    lines: tuple[tuple[str, str, str], ...]  # (trace curve, label suffix, line style)
+
+    @property
+    def title(self) -> str:
+        return self.metric.title
+
+
+def gpu_charts(curve_specs: Any) -> tuple[GpuChart, ...]:
+    """The GPU charts for a trace with these curves, in catalogue order. A metric whose field the
+    trace has no curve for is left out (nothing to draw), never an error."""
+    out = []
+    for m in shown_in(MONITOR):
+        curve = curve_of(m.field, curve_specs)
+        if curve is None:
+            continue
+        lines = ((curve, LINE_SUFFIX.get(m.id, ""), "solid"), *EXTRA_LINES.get(m.id, ()))
+        out.append(GpuChart(m, CHART_NAMES.get(m.id, f"gpu_{m.id}"), lines))
+    return tuple(out)
+
+
+class MonitorCharts:
+    """The metric and GPU lines of one monitor, drawn into ``view``; runs on the monitor's thread."""
+
+    def __init__(self, view: ChartsView, plot: PlotSpec, x_axis: str, max_points: int,
+                 charts: tuple[GpuChart, ...]) -> None:
+        self.view = view
+        self.plan = ChartPlan(plot)
+        self.on_time = x_axis == "time"
+        self.max_points = max_points
+        self.gpu = charts
+        self.curves: dict[str, Decimator] = {}  # per logged key
+        self.curve_pos: dict[str, int] = {}  # rows of each key already in its curve
+        self.gpu_drawn: dict[int, int] = {}  # samples of each GPU last sent
+        self.drawn_shares: tuple[int, int] | None = None
+        view.define_chart("*", shared_x=self.on_time, x_label="seconds since start" if self.on_time else "step",
+                          rank=0)
+        for rank, chart in enumerate(charts, 1):
+            m = chart.metric
+            view.define_chart(chart.name, shared_x=True, title=m.title, x_label="seconds since start",
+                              y_label=m.unit, y_min=m.y_min, y_max=m.y_max, rank=rank)
+
+    def shares(self, records: Records, devices: Sequence[DeviceTrace]) -> tuple[int, int]:
+        """Points per metric line and per GPU line: ``max_points`` split over all the lines drawn,
+        a metric line getting ``METRIC_WEIGHT`` times a GPU line's share (GPUs are sampled at
+        1 Hz; the loss is what users read closely). Never below ``MIN_LINE_POINTS``."""
+        n_metric = sum(1 for key in records.keys if self.plan.chart_of(key) is not None)
+        n_gpu = sum(1 for d in devices for chart in self.gpu for curve, _, _ in chart.lines
+                    if curve in d.curves and d.curves[curve].count)
+        units = METRIC_WEIGHT * n_metric + n_gpu
+        if not units:
+            return self.max_points, self.max_points
+        per = self.max_points / units
+        return max(MIN_LINE_POINTS, int(per * METRIC_WEIGHT)), max(MIN_LINE_POINTS, int(per))
+
+    def lines(self, records: Records, n: int, devices: Sequence[DeviceTrace], t0: float | None) -> list[LineData]:
+        """The lines that changed since the last redraw (all of them when a line appeared)."""
+        shares = self.shares(records, devices)
+        metric_points, gpu_points = shares
+        redraw_all = shares != self.drawn_shares  # a line appeared: every line gets its new share
+        if redraw_all:
+            self.drawn_shares = shares
+            self.gpu_drawn.clear()
+        out: list[LineData] = []
+        origin = (t0 or 0.0) if self.on_time else None
+        for i, key in enumerate(records.keys):
+            dec = self.curves.get(key)
+            if dec is None:
+                dec = self.curves[key] = Decimator(self.max_points)
+            pos = self.curve_pos.get(key)
+            xs, ys, end = records.points(key, pos or 0, n, origin)
+            if end == (pos or 0) and not (redraw_all and pos is not None):
+                continue
+            dec.extend(xs, ys)
+            self.curve_pos[key] = end
+            chart = self.plan.chart_of(key)
+            if chart is not None:
+                px, py = dec.points(metric_points)
+                # x (seconds since start, or steps) in float32: ~ms for days, steps exact to 16 M.
+                # y stays float64: the values logged, exactly.
+                out.append((chart, key, color(i), "solid", np.asarray(px, np.float32), np.asarray(py, np.float64)))
+        for d in devices:
+            if self.gpu_drawn.get(d.index) != d.samples:
+                self.gpu_drawn[d.index] = d.samples
+                out.extend(self.gpu_lines(d, gpu_points))
+        return out
+
+    def gpu_lines(self, d: DeviceTrace, points: int | None = None) -> list[LineData]:
+        c, name = color(d.index), f"GPU {d.index}"
+        out: list[LineData] = []
+        for chart in self.gpu:
+            for curve, suffix, style in chart.lines:
+                dec = d.curves.get(curve)
+                if dec is not None and dec.count:
+                    px, py = dec.points(points)
+                    # float32 both ways: percents, GiB, °C and W need far fewer than 7 digits.
+                    out.append((chart.name, name + suffix, c, style, np.asarray(px, np.float32),
+                                np.asarray(py, np.float32)))
+        if d.episodes:
+            busy = CHART_NAMES["utilization"]
+            out.append((busy, f"{name} throttled", THROTTLE_COLOR, "band", *episode_line(d.episodes, 97.0)))
+        return out
+
+    def nonfinite(self, records: Records) -> dict[str, tuple[int, float, int]]:
+        """Keys that logged NaN or inf: (step of the first, its value, how many)."""
+        out = {}
+        for key, dec in list(self.curves.items()):
+            if dec.first_nonfinite is not None:
+                position, value = dec.first_nonfinite
+                row = records.series[key].rows[position]
+                out[key] = (records.steps[row], value, dec.nonfinite)
+        return out

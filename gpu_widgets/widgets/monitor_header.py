@@ -1,0 +1,79 @@
+"""The TrainingMonitor's header, assembled from the run's parts (header.py renders it as HTML):
+status and what ended the run, progress (step, epoch, rates, ETA), latest values, the GPUs,
+advice, the monitor's problems and notes."""
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..runs.records import Records
+from .advice import advice_for_run
+from .batches import SampleCounter
+from .header import MonitorText, render_monitor
+from .monitor_charts import MonitorCharts
+from .run_gpus import RunGpus
+from .run_state import RunState, State
+
+RATE_WINDOW_S = 10.0  # rates of a running run: over the last 10 s
+
+
+@dataclass
+class Progress:
+    """What the loop told the monitor about the run's shape."""
+
+    batch_size: int | None = None  # samples per step, when given
+    total_steps: int | None = None
+    epoch: int | None = None  # as shown: from 1 in track(), as given to set_epoch()
+    epochs: int | None = None
+
+
+def epoch_text(progress: Progress, latest: Mapping[str, Any]) -> str | None:
+    """"3/10", "3" without a total, else an ``epoch`` value the loop logged."""
+    if progress.epoch is not None:
+        return f"{progress.epoch}/{progress.epochs}" if progress.epochs else f"{progress.epoch}"
+    value = latest.get("epoch")
+    return None if value is None or value != value else f"{value:g}"
+
+
+def samples_rate(counter: SampleCounter, window_s: float | None, steps_per_s: float | None,
+                 batch_size: int | None) -> float | None:
+    if len(counter.marks) >= 2:  # counted from the batches seen
+        return counter.rate(window_s)
+    if steps_per_s and batch_size:
+        return steps_per_s * batch_size
+    return None
+
+
+def header_html(title: str, run: RunState, records: Records, charts: MonitorCharts, gpus: RunGpus,
+                progress: Progress, counter: SampleCounter, run_dir: Path | None) -> str:
+    running = run.state == State.RUNNING
+    notes = run.notes
+    if run.readonly:
+        notes = [f"loaded from {run.loaded_from or ''}", *notes]
+    devices = gpus.shown()
+    latest = records.latest()
+    window = RATE_WINDOW_S if running else None
+    steps_per_s = records.rate(window)
+    energies = [d.energy_j for d in devices if d.energy_j is not None]
+    trace = gpus.trace
+    backend_status, backend_reason = gpus.freshness(running)
+    detail = run.detail()
+    return render_monitor(MonitorText(
+        title=title, status=run.state, status_detail=None if detail is None else detail[:400],
+        step=records.last_step, rows=records.size, total_steps=progress.total_steps,
+        epoch=epoch_text(progress, latest), elapsed_s=run.elapsed(), steps_per_s=steps_per_s,
+        samples_per_s=samples_rate(counter, window, steps_per_s, progress.batch_size),
+        energy_j=sum(energies) if energies else None,
+        latest=latest, nonfinite=charts.nonfinite(records), backend=trace.backend,
+        backend_status=backend_status, backend_reason=backend_reason, config_error=gpus.config_error,
+        devices=devices, torch=gpus.torch, errors=run.errors,
+        advice=advice_for_run(
+            devices, progress.batch_size or counter.first_batch,
+            cpu_tensors_only="torch" in sys.modules and records.tensor_devices == {"cpu"},
+            gpus_present=trace.status == "ok" and bool(trace.devices),
+        ),
+        notes=notes, run_dir=str(run_dir) if run_dir is not None else None,
+    ))

@@ -1,0 +1,253 @@
+"""One TrainingMonitor's run: its parts, the lifecycle that starts and stops them (a with-block,
+finish(), fail(), interrupt(), the end of a notebook cell, the end of the process), and the
+timer thread's tick that feeds them.
+
+Parts: the run's state (run_state), its logged rows (Records), its GPU samples (run_gpus, into
+a GpuTrace), its run log (run_recording), its charts (monitor_charts) in a ChartsView, its header
+(monitor_header) and its PNG (static_image). The monitor's thread holds this object only weakly.
+"""
+from __future__ import annotations
+
+import atexit
+import base64
+import sys
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..runs.gpu_trace import GpuTrace
+from ..runs.records import Records
+from ..runs.saved_run import SavedRun
+from ..sampling.sampler import Sampler
+from . import cell_hooks, run_state
+from .background import Resources, timer_loop
+from .batches import SampleCounter, batch_size_of, device_of
+from .monitor_charts import MonitorCharts, PlotSpec, gpu_charts
+from .monitor_header import Progress, header_html
+from .process_gpus import Choice
+from .run_gpus import RunGpus
+from .run_recording import RunWriter, all_gpu_rows, run_meta
+from .run_state import ENDED, RunState, State
+from .static_image import CachedPng, render_png
+from .view import ChartsView
+
+# Redrawing is the monitor's only work that can wait; keeping it to 0.3 % of one core
+# keeps the whole monitor under 1 % of a training loop (docs/benchmarks.md, section 3).
+DRAW_CPU_SHARE = 0.003
+
+_live: "weakref.WeakSet[MonitorRun]" = weakref.WeakSet()
+
+
+class MonitorRun:
+    def __init__(self, title: str, progress: Progress, *, plot: PlotSpec, x_axis: str, max_points: int,
+                 period: float, static_image: bool, choice: Choice, sampler: Sampler | None,
+                 root: Path | None, flush_s: float, gpu_window_s: float | None) -> None:
+        self.title = title
+        self.progress = progress
+        self.on_time = x_axis == "time"
+        self.period = period
+        self.static_image = static_image
+        self.run = RunState()
+        self.records = Records()
+        self.trace = GpuTrace(t0=run_state.now(), max_points=max_points)
+        self.res = Resources()
+        self.writer = RunWriter(self.run, self.records, self.trace, self.res, root, flush_s, gpu_window_s)
+        self.gpus = RunGpus(self.trace, self.res, choice, sampler)
+        self.samples = SampleCounter()
+        self.png = CachedPng()
+        self.view = ChartsView("", time_domain=(0.0, None))
+        self.charts = MonitorCharts(self.view, plot, x_axis, max_points, gpu_charts(self.trace.curve_specs))
+        self.draw_due = 0.0
+        self.cell_rows = -1
+        self.display_handle: Any = None
+        self.tick_lock = threading.Lock()
+        # log() from several threads: whole rows, one at a time. Re-entrant, so that a signal
+        # handler that logs while log() runs on its thread queues its row instead of deadlocking.
+        self.log_lock = threading.RLock()
+        self.view.header.value = self.header_html()
+        _live.add(self)
+
+    # -- starting and stopping --------------------------------------------------------------------
+    def start(self) -> None:
+        """Running from now (the caller holds log_lock); errors if the run cannot log."""
+        self.run.check_can_log()
+        run, res = self.run, self.res
+        resumed = run.begin()
+        self.trace.t0 = run.t0
+        run.guard("GPU sampling", self.gpus.connect)
+        p = self.progress
+        run.guard("run log", self.writer.open, run_meta(self.title, run.t0, p.batch_size, p.total_steps), resumed)
+        res.stop, res.wake = threading.Event(), threading.Event()
+        # The first pass at once, and the first rows bound too: a loop that spins from its first
+        # step starves this thread of the GIL, and opening the run directory alone is slow then.
+        res.wake.set()
+        self.writer.arm()
+        res.thread = threading.Thread(
+            target=timer_loop, args=(weakref.ref(self), res.stop, res.wake, self.writer.write_s),
+            name="gpu-widgets-monitor", daemon=True,
+        )
+        res.thread.start()
+        self.cell_rows = -1  # started in this cell: the cell's outcome is this run's
+        cell_hooks.watch(self)
+
+    def ensure_running(self) -> None:
+        with self.log_lock:
+            if self.run.state is not State.RUNNING:
+                self.start()
+
+    def stop(self, status: State, error: BaseException | None = None) -> None:
+        run = self.run
+        was = run.state
+        run.state, run.error = status, error
+        if was != State.RUNNING:
+            self.writer.mark()
+            run.guard("drawing", self.draw, self.records.size)
+        else:
+            run.t_end = run_state.now()
+            run.guard("stopping", self.res.release, join=True)
+            self.tick(final=True, stopping=True)
+            self.writer.close()
+        cell_hooks.unwatch(self)
+        self.show_final()
+
+    def end(self, status: State, error: BaseException | None, how: str) -> None:
+        """fail() and interrupt(): idempotent; a run that ended otherwise (or a loaded one) is
+        left as it is, with a RuntimeWarning that says so."""
+        with self.log_lock:  # not while log() starts the run on another thread
+            state = self.run.state
+            if self.run.readonly or (state in ENDED and state != status):
+                why = "shows a loaded run" if self.run.readonly else f"already ended as {state}"
+                warnings.warn(f"{how} changes nothing: this monitor {why}", RuntimeWarning, stacklevel=3)
+            elif state != status:
+                self.stop(status, error)
+
+    # IPython cell hooks (see cell_hooks)
+    def _cell_started(self) -> None:
+        self.cell_rows = self.records.size
+
+    def _cell_ended(self, error: BaseException | None) -> None:
+        if self.run.state != State.RUNNING or self.records.size == self.cell_rows:
+            return  # not driven by this cell (e.g. logging from a background thread)
+        self.stop(State.IDLE if error is None else State.after(error), error)
+
+    def tracked(self, iterable: Iterable[Any], epochs: int, log: Any) -> Iterator[Any]:
+        """track()'s batches: each one counted (samples, device), each one a step."""
+        self.progress.epochs = epochs
+        for epoch in range(epochs):
+            self.progress.epoch = epoch + 1
+            for batch in iterable:
+                if self.run.state is not State.RUNNING:
+                    self.ensure_running()
+                try:
+                    size, device = batch_size_of(batch), device_of(batch)
+                    if size:
+                        self.samples.add(size, run_state.now())
+                    if device is not None:
+                        self.records.tensor_devices.add(device)
+                except Exception as exc:  # an odd batch type must not break the loop
+                    self.run.problem(f"reading a batch: {type(exc).__name__}: {exc}")
+                mark = self.records.size
+                yield batch
+                if self.records.size == mark:
+                    log()  # the step happened, with nothing logged
+
+    # -- the monitor's thread -------------------------------------------------------------------
+    def tick(self, final: bool = False, stopping: bool = False) -> None:
+        if not self.tick_lock.acquire(timeout=10.0 if final else 0.0):
+            return
+        try:
+            run, records, writer = self.run, self.records, self.writer
+            n = records.size  # rows published now; their tensors are queued already
+            for message in records.resolve_deferred():
+                run.problem(message)
+            run.guard("reading GPU samples", self.gpus.drain, writer.add_gpu_rows)
+            writer.write(n, stopping)
+            while writer.due <= run_state.now() and records.size > n:
+                # log() waits for this writer (it fell behind): catch up before drawing.
+                n = records.size
+                for message in records.resolve_deferred():
+                    run.problem(message)
+                writer.write(n, stopping)
+            now = time.monotonic()
+            if final or now >= self.draw_due:
+                began, lines_before = time.thread_time(), self.view.line_count
+                run.guard("drawing", self.draw, n)
+                cost = time.thread_time() - began
+                # Redraws use at most DRAW_CPU_SHARE of a core (this thread's own CPU time, so a
+                # busy loop holding the GIL does not count): many GPUs or lines redraw less often.
+                # Making new charts is a one-time cost and does not delay the next redraw.
+                if self.view.line_count != lines_before:
+                    cost = 0.0
+                self.draw_due = now + max(self.period, cost / DRAW_CPU_SHARE)
+        finally:
+            self.tick_lock.release()
+
+    def draw(self, n: int) -> None:
+        lines = self.charts.lines(self.records, n, self.gpus.shown(), self.run.t0)
+        self.view.update(self.header_html(), lines)
+
+    def header_html(self) -> str:
+        return header_html(self.title, self.run, self.records, self.charts, self.gpus, self.progress,
+                           self.samples, self.writer.run_dir)
+
+    # -- display ----------------------------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = self.view.widget._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = repr(self)
+        if self.run.state != State.RUNNING and self.static_image:
+            # Where widgets do not render (GitHub, nbviewer, an untrusted notebook), the picture does.
+            key = (self.run.state, self.records.size, len(self.trace))
+            has_data = self.records.size or len(self.trace)
+            png = self.png.get(key, self.render_png if has_data else None, self.run.problem)
+            if png is not None:
+                bundle["image/png"] = base64.b64encode(png).decode("ascii")
+        return bundle
+
+    def __repr__(self) -> str:
+        step = self.records.last_step
+        steps = "no steps" if step is None else f"step {step}"
+        return f"<TrainingMonitor {self.title!r}: {self.run.state}, {steps}, keys {list(self.records.keys)}>"
+
+    def show_final(self) -> None:
+        """Replace the displayed output: the same live widget, now with its static picture."""
+        if self.display_handle is not None and self.static_image:
+            self.run.guard("updating the output", self.display_handle.update, self)
+
+    def render_png(self) -> bytes:
+        self.records.resolve_deferred()
+        origin = (self.run.t0 or 0.0) if self.on_time else None
+        return render_png(self.title, self.records, self.charts.plan, self.trace, self.gpus.shown(), origin)
+
+    def gpu_file_rows(self) -> list[dict[str, Any]]:
+        """The GPU samples as files hold them (labels where they change), for save()."""
+        self.tick(final=False)
+        return all_gpu_rows(self.trace, self.run, "changes")
+
+    def show_saved(self, saved: SavedRun) -> None:
+        """Show a saved run, read-only (TrainingMonitor.load)."""
+        run, trace = self.run, self.trace
+        run.readonly = self.gpus.readonly = True
+        run.loaded_from = saved.source
+        run.notes.extend(saved.notes)
+        self.records.extend_rows(saved.rows)
+        run.t0, run.t_end = saved.started, saved.ended
+        trace.t0 = run.t0 or 0.0
+        for r in saved.gpu_rows:
+            trace.add_row(r)
+        trace.status = "ok" if saved.gpu_rows else None
+        run.state = State.saved(saved.meta.get("status"))
+        self.draw(self.records.size)
+
+
+@atexit.register
+def _finish_at_exit() -> None:
+    # A script that ends without finish(): write out what is left. An uncaught exception
+    # (sys.last_value, set before atexit runs) marks the run failed.
+    failed = getattr(sys, "last_value", None) if "IPython" not in sys.modules else None
+    for r in list(_live):
+        if r.run.state == State.RUNNING:
+            r.stop(State.FAILED if failed is not None else State.FINISHED, failed)

@@ -1,0 +1,73 @@
+"""The GPUs a TrainingMonitor's run watches: samples from the sampler, folded into the run's
+GPU trace on the monitor's thread, and which GPUs are shown (``gpus=``, or those PyTorch uses)."""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from ..runs.gpu_trace import DeviceTrace, GpuTrace
+from ..sampling.sampler import Sampler
+from . import leases, run_state
+from .background import Resources
+from .process_gpus import Choice, watched
+from .torch_probe import TorchState, probe, torch_fields
+
+
+class RunGpus:
+    def __init__(self, trace: GpuTrace, res: Resources, choice: Choice, sampler: Sampler | None) -> None:
+        self.trace = trace
+        self.res = res
+        self.choice = choice
+        self.sampler = sampler  # the user's own; None: a lease on the shared one while running
+        self.inbox: deque[dict[str, Any]] = deque(maxlen=3600)  # the sampler's thread appends
+        self.torch: TorchState | None = None
+        self.config_error: str | None = None
+        self.readonly = False  # a loaded run: every GPU it recorded is shown
+
+    def connect(self) -> None:
+        """Subscribe to the sampler (the shared one is leased: started while someone watches)."""
+        res = self.res
+        if self.sampler is not None:
+            sampler = self.sampler
+        else:
+            try:
+                sampler = res.leased = leases.acquire()
+            except leases.ConfigError as exc:
+                self.config_error = str(exc)
+                return
+        latest = sampler.latest
+        if latest is not None and latest["timestamp"] > run_state.now() - 2 * sampler.interval_s:
+            self.inbox.append(latest)  # a fresh sample now rather than one interval later
+        res.unsubscribe = sampler.subscribe(self.inbox.append)
+
+    def drain(self, written: Callable[[list[dict[str, Any]]], None]) -> None:
+        """Fold the samples received into the trace; ``written`` gets their rows for the run log."""
+        if not self.inbox:
+            return
+        self._probe_torch(self.inbox[-1])  # once per tick: PyTorch's memory now
+        extra = torch_fields(self.torch)
+        while self.inbox:
+            snap = self.inbox.popleft()
+            written(self.trace.add_snapshot(snap, self.watched(snap), extra))
+
+    def _probe_torch(self, snap: Mapping[str, Any]) -> None:
+        uuids: list[str | None] = []
+        for d in snap.get("devices", ()):
+            uuids.extend([None] * (d["index"] + 1 - len(uuids)))
+            uuids[d["index"]] = d.get("uuid")
+        self.torch = probe(uuids, snap.get("cuda_visible_devices"))
+
+    def watched(self, snap: Mapping[str, Any]) -> frozenset[int] | None:
+        return watched(self.choice, snap, self.torch)
+
+    def shown(self) -> list[DeviceTrace]:
+        """The GPUs the charts and the header show, by index."""
+        snap = self.trace.last_snapshot
+        keep = None if snap is None or self.readonly else self.watched(snap)
+        return [d for i, d in sorted(self.trace.devices.items()) if keep is None or i in keep]
+
+    def freshness(self, running: bool) -> tuple[str | None, str | None]:
+        """The backend's status and reason for the header ("stale" when the sampler is stuck)."""
+        trace = self.trace
+        return leases.freshness(self.sampler or self.res.leased if running else None, trace.status, trace.reason)
