@@ -717,3 +717,22 @@ def test_gpu_charts_come_from_the_catalogue_and_follow_a_new_metric(monkeypatch,
     mon.finish()
     png = mon.to_png(tmp_path / "fan.png")
     assert png.startswith(b"\x89PNG")
+
+
+def test_memory_and_power_charts_top_out_at_the_gpus_limits():
+    # A full memory chart means "no room for a bigger batch": its top is the GPU's memory total
+    # (the largest of the GPUs shown), and power's is the power limit, as in the sidebar.
+    sampler = fixed_sampler(
+        {"memory_used_bytes": 20 << 30, "memory_total_bytes": 80 << 30, "power_w": 300.0, "power_limit_w": 700.0},
+        {"memory_used_bytes": 10 << 30, "memory_total_bytes": 40 << 30, "power_w": 100.0, "power_limit_w": 400.0},
+    )
+    mon = make(run_log=False, sampler=sampler, gpus="all")
+    mon.log(loss=1.0)
+    for _ in range(2):
+        sampler.tick()
+    mon.refresh()
+    charts = mon._view.charts
+    assert charts["gpu_memory"].y_scale.max == 80.0
+    assert charts["gpu_power"].y_scale.max == 700.0
+    assert charts["gpu_temperature"].y_scale.max is None  # no limit field: fits the data
+    mon.finish()

@@ -44,6 +44,15 @@ class GpuChart:
         return self.metric.title
 
 
+def chart_top(m: Metric, devices: Sequence[DeviceTrace]) -> float | None:
+    """A GPU chart's top: the metric's ``y_max``, else the largest latest ``y_max_field`` of the
+    GPUs shown (memory total, power limit) in the metric's unit; None: fit the data."""
+    if m.y_max is not None or m.y_max_field is None:
+        return m.y_max
+    limits = [v for d in devices if isinstance(v := d.latest.get(m.y_max_field), (int, float)) and v > 0]
+    return m.value(max(limits)) if limits else None
+
+
 def gpu_charts(curve_specs: Any) -> tuple[GpuChart, ...]:
     """The GPU charts for a trace with these curves, in catalogue order. A metric whose field the
     trace has no curve for is left out (nothing to draw), never an error."""
@@ -71,6 +80,7 @@ class MonitorCharts:
         self.curve_pos: dict[str, int] = {}  # rows of each key already in its curve
         self.gpu_drawn: dict[int, int] = {}  # samples of each GPU last sent
         self.drawn_shares: tuple[int, int] | None = None
+        self.tops: dict[str, float | None] = {}  # charts whose top follows a limit field: as last set
         view.define_chart("*", shared_x=self.on_time, x_label="seconds since start" if self.on_time else "step",
                           rank=0)
         for rank, chart in enumerate(charts, 1):
@@ -121,7 +131,19 @@ class MonitorCharts:
             if self.gpu_drawn.get(d.index) != d.samples:
                 self.gpu_drawn[d.index] = d.samples
                 out.extend(self.gpu_lines(d, gpu_points))
+        self.follow_limits(devices)
         return out
+
+    def follow_limits(self, devices: Sequence[DeviceTrace]) -> None:
+        """A chart whose metric has a ``y_max_field`` (memory total, power limit) tops out at the
+        largest latest limit of the GPUs shown: a full chart means "at the limit"."""
+        for chart in self.gpu:
+            if chart.metric.y_max is not None or chart.metric.y_max_field is None:
+                continue
+            top = chart_top(chart.metric, devices)
+            if top != self.tops.get(chart.name):
+                self.tops[chart.name] = top
+                self.view.set_y_max(chart.name, top)
 
     def gpu_lines(self, d: DeviceTrace, points: int | None = None) -> list[LineData]:
         c, name = color(d.index), f"GPU {d.index}"

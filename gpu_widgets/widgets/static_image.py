@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 from .charts import ChartPlan
-from .monitor_charts import CHART_NAMES, gpu_charts
+from .monitor_charts import CHART_NAMES, chart_top, gpu_charts
 from ..store.decimator import Decimator
 from ..runs.gpu_trace import GpuTrace
 from ..runs.records import Records
@@ -66,9 +66,9 @@ def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, d
             if busy:
                 for start, end in d.episodes:
                     ax.axvspan(start, max(end, start + 0.5), color="#d62728", alpha=0.25, linewidth=0)
-        m = panel.metric
-        if m.y_min is not None or m.y_max is not None:
-            ax.set_ylim(bottom=m.y_min, top=m.y_max)
+        m, top = panel.metric, chart_top(panel.metric, devices)
+        if m.y_min is not None or top is not None:
+            ax.set_ylim(bottom=m.y_min, top=top)
         throttled = busy and any(d.episodes for d in devices)
         ax.set_title(panel.title + (" · red: throttled" if throttled else ""), fontsize=9)
         ax.set_xlabel("seconds since start", fontsize=8)

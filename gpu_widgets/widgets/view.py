@@ -140,6 +140,16 @@ class ChartsView:
             spec["x_scale"] = self.time_scale
         self._chart_specs[name] = spec
 
+    def set_y_max(self, name: str, top: float | None) -> None:
+        """Move chart ``name``'s fixed top (a GPU's memory total or power limit), shown or not yet."""
+        spec = self._chart_specs.get(name)
+        if spec is not None:
+            spec["y_max"] = top
+        chart = self.charts.get(name)
+        if chart is not None:
+            chart.y_scale.max = top
+            chart.y_fixed = tuple(v for v in (spec.get("y_min") if spec else None, top) if v is not None)
+
     @property
     def line_count(self) -> int:
         return sum(len(chart.lines) for chart in self.charts.values())
