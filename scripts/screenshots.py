@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gpu_widgets.metrics.catalogue import metric  # noqa: E402  (the chart's name is the catalogue's label)
 from tests.lab_server import LabServer, chromium_available, launch_chromium  # noqa: E402
 
 WINDOW_S = 60
@@ -68,7 +69,7 @@ def hover_band(page, lab: LabServer) -> None:
     first, last = hist["timestamps"][0], hist["timestamps"][-1]
     t = first + 22  # inside the episode, which the sampler dates from its own start
     chart = page.get_by_role("region", name="GPU 0: Simulated NVIDIA H100 80GB HBM3").get_by_role(
-        "img", name="Utilization over the last 60 s")
+        "img", name=f"{metric('utilization').label} over the last 60 s")
     box = chart.bounding_box()
     frac = (t - (last - WINDOW_S)) / WINDOW_S
     page.mouse.move(box["x"] + box["width"] * min(max(frac, 0.05), 0.95), box["y"] + box["height"] / 2)
@@ -78,7 +79,10 @@ def hover_band(page, lab: LabServer) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    parser.add_argument("--gpus", type=int, default=2, choices=range(1, 65), metavar="1-64",
+                        help="simulated GPUs (2 for the docs; 8 to look at a full node)")
     args = parser.parse_args()
+    ENV["GPU_WIDGETS_SIMULATED_GPUS"] = str(args.gpus)
     if not chromium_available():
         print("chromium is missing: run scripts/ensure-chromium.sh", file=sys.stderr)
         return 1
