@@ -1,7 +1,7 @@
 # gpu-widgets developer tasks.  `make help` lists them.
 #
 #   make setup     venv + editable install + labextension (fast when already done)
-#   make lab       JupyterLab in examples/ (simulated GPUs when there is no NVIDIA driver)
+#   make lab       JupyterLab on .lab/examples, an untracked copy of examples/ (simulated GPUs without a driver)
 #   make test      jest + pytest (installs Debian chromium for the browser tests if root)
 #   make build     wheel + sdist into dist/
 #   make bench     benchmark suite against nvitop, gpustat, nvdashboard, ... (docs/benchmarks.md)
@@ -19,6 +19,10 @@ LAB_ARGS ?=
 # `torch` extra is already satisfied (a bare `torch` requirement pulls a multi-GB CUDA build).
 # `make setup TORCH_SPEC=` skips torch.
 TORCH_SPEC ?= torch==2.13.0
+# `make lab` runs the examples from this untracked copy, so running them (outputs, widget state)
+# never rewrites the tracked notebooks in $(EXAMPLES).
+EXAMPLES ?= examples
+LAB_EXAMPLES ?= .lab/examples
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -41,7 +45,7 @@ OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 # JupyterLab refuses to run as root without --allow-root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab test build screenshots clean distclean
+.PHONY: help setup lab lab-examples test build screenshots clean distclean
 
 help: ## List the targets
 	@echo "gpu-widgets make targets:"
@@ -105,7 +109,7 @@ $(OVERRIDES): | $(PY)
 # Backend choice: a GPU_WIDGETS_BACKEND set by the user wins; otherwise `gpu-widgets probe`
 # (exit 0 when NVML initialises, else non-zero with the reason as its last output line)
 # decides, and without a driver the simulated GPUs are used.
-lab: setup ## Start JupyterLab in examples/ (PORT=8888 IP=127.0.0.1)
+lab: setup lab-examples ## Start JupyterLab on .lab/examples, a working copy of examples/ (PORT=8888 IP=127.0.0.1)
 	@if [ -n "$${GPU_WIDGETS_BACKEND:-}" ]; then \
 		echo "GPU_WIDGETS_BACKEND=$$GPU_WIDGETS_BACKEND (set by you)"; \
 	elif out=$$($(BIN)/gpu-widgets probe 2>&1); then \
@@ -118,8 +122,26 @@ lab: setup ## Start JupyterLab in examples/ (PORT=8888 IP=127.0.0.1)
 		echo "================================================================================"; \
 		export GPU_WIDGETS_BACKEND=simulated; \
 	fi; \
-	cd examples && exec $(BIN)/jupyter lab --ServerApp.port_retries=0 \
+	echo "Examples: $(LAB_EXAMPLES) (your copy; the tracked ones in $(EXAMPLES)/ stay untouched)"; \
+	cd "$(LAB_EXAMPLES)" && exec $(BIN)/jupyter lab --ServerApp.port_retries=0 \
 		--port=$(PORT) --ip=$(IP) $(ALLOW_ROOT) $(LAB_ARGS)
+
+# A notebook is copied when it is missing, and refreshed when the tracked one changed and the copy
+# was not edited (it still equals the pristine copy kept in .tracked/); an edited copy is kept,
+# with a note. Content is compared, not times: a fresh clone gives every file a new mtime.
+lab-examples: ## Copy examples/ to the untracked .lab/examples (LAB_EXAMPLES=...) without overwriting your edits
+	@mkdir -p "$(LAB_EXAMPLES)/.tracked"
+	@for src in $(EXAMPLES)/*.ipynb; do \
+		name=$$(basename "$$src"); dst="$(LAB_EXAMPLES)/$$name"; orig="$(LAB_EXAMPLES)/.tracked/$$name"; \
+		if [ ! -e "$$dst" ]; then \
+			cp "$$src" "$$dst" && cp "$$src" "$$orig" && echo "copied $$src to $$dst"; \
+		elif [ -e "$$orig" ] && cmp -s "$$src" "$$orig"; then :; \
+		elif cmp -s "$$src" "$$dst" || { [ -e "$$orig" ] && cmp -s "$$dst" "$$orig"; }; then \
+			cp "$$src" "$$dst" && cp "$$src" "$$orig" && echo "refreshed $$dst: $$src changed"; \
+		else \
+			echo "NOTE: $$src changed, but $$dst has your edits: kept yours (delete it to get the new one)"; \
+		fi; \
+	done
 
 test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 	bash scripts/ensure-chromium.sh
@@ -130,8 +152,10 @@ test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 
 # python -m build makes the sdist, then the wheel FROM the sdist, with a fresh production
 # build of the labextension: what a user gets from PyPI.
+# The check asks for the installed distribution: `import build` would succeed on the tests'
+# build/ folder (a namespace package: the editable install puts the repository on sys.path).
 build: setup ## Build the wheel and sdist into dist/
-	@$(PY) -c 'import build' >/dev/null 2>&1 || $(PY) -m pip install build
+	@$(PY) -c 'import importlib.metadata as m; m.version("build")' >/dev/null 2>&1 || $(PY) -m pip install build
 	rm -rf dist
 	$(PY) -m build --outdir dist .
 	@ls -l dist

@@ -108,7 +108,8 @@ def test_quickstart(run_dir, monkeypatch, backend):
 def test_train_torch_really_trains(run_dir, monkeypatch):
     pytest.importorskip("torch")
     book, seconds = execute("train_torch.ipynb", run_dir, monkeypatch)
-    assert seconds < 60
+    # It trains for real: 33-63 s on two CPU cores (the notebook says so); the limit only catches a runaway.
+    assert seconds < 120
     check_charts(book, "loss", "val_loss", "val_acc", "GPU 0", "GPU 0 used")
     check_static_image(book)
     assert "epoch 40/40" in " ".join(m["state"]["value"] for m in models(book) if m["model_name"] == "HTMLModel")

@@ -126,7 +126,7 @@ def test_marks_hold_the_logged_curves():
     assert list(lines["val_loss"].x) == [9, 19, 29, 39, 49]
     assert list(lines["lr"].y) == [0.1] * 50
     text = header(mon)
-    assert "step 49" in text and "loss <b>0.02</b>" in text and "val_loss <b>0.04</b>" in text
+    assert "step 50" in text and "loss <b>0.02</b>" in text and "val_loss <b>0.04</b>" in text
     mon.finish()
 
 
@@ -226,7 +226,7 @@ def test_progress_rate_and_eta():
         time.sleep(0.001)
     mon.refresh()
     text = header(mon)
-    assert "step 99 / 1,000 (10%)" in text
+    assert "step 100 / 1,000 (10%)" in text
     assert "steps/s" in text and "samples/s" in text and "ETA" in text
     mon.finish()
     assert "ETA" not in header(mon)
@@ -546,7 +546,7 @@ def test_track_counts_epochs_steps_and_samples():
     assert mon._samples_total == 3 * (5 * 32 + 8) and mon._batch_seen == 32
     mon.refresh()
     text = header(mon)
-    assert "step 17 / 18 (100%)" in text and "epoch 3/3" in text and "samples/s" in text
+    assert "step 18 / 18 (100%)" in text and "epoch 3/3" in text and "samples/s" in text
     mon.finish()
     with pytest.raises(ValueError, match="needs something that can be iterated again"):
         mon2 = make(run_log=False)

@@ -193,13 +193,13 @@ def test_total_steps_set_later_drives_the_progress_and_the_eta(run_dir):
         time.sleep(0.002)
     mon.total_steps = 100
     mon.refresh()
-    assert "step 9 / 100 (10%)" in header(mon) and "ETA" in header(mon)
+    assert "step 10 / 100 (10%)" in header(mon) and "ETA" in header(mon)
     mon.total_steps = 20
     mon.refresh()
-    assert "step 9 / 20 (50%)" in header(mon)
+    assert "step 10 / 20 (50%)" in header(mon)
     mon.total_steps = None
     mon.refresh()
-    assert "step 9 ·" in header(mon) and "ETA" not in header(mon)
+    assert "step 10 ·" in header(mon) and "ETA" not in header(mon)
     for bad in (0, -5, 2.5, True, "100"):
         with pytest.raises(ValueError, match="total_steps must be a positive whole number"):
             mon.total_steps = bad

@@ -8,7 +8,8 @@ from gpu_widgets.backends.faults import Fault
 from gpu_widgets.metrics.throttle import BITS
 from gpu_widgets.sampling.snapshot import take
 
-T0 = 1_000_000.0
+# Readings follow the wall clock; with seed 0 this instant is 60 s into GPU 0's cycle (training).
+T0 = 4167 * 240.0 + 60.0
 
 
 def series(backend: SimulatedBackend, field: str, gpu: int, seconds: range) -> list:
@@ -35,6 +36,79 @@ def test_values_do_not_depend_on_how_often_they_are_read():
     for s in range(0, 200):
         dense.read_fast(T0 + s)
     assert dense.read_fast(T0 + 200.0) == sparse.read_fast(T0 + 200.0)
+
+
+class FakeClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_backends_opened_at_different_times_read_the_same_values_at_the_same_instant():
+    # The sidebar's server and a kernel start at different times but must show the same GPUs.
+    clock = FakeClock(T0)
+    early = SimulatedBackend(n_gpus=3, seed=5, clock=clock)
+    early.open()
+    clock.now += 5.0
+    late = SimulatedBackend(n_gpus=3, seed=5, clock=clock)
+    late.open()
+    assert (early.t0, late.t0) == (T0, T0 + 5.0)
+    for s in [5.0, 5.3, 17.0, 61.5, 250.0, 1000.25]:
+        assert early.read_fast(T0 + s) == late.read_fast(T0 + s)
+        assert early.read_slow(T0 + s) == late.read_slow(T0 + s)
+    # a third one that has never read before agrees too: no history is involved
+    fresh = SimulatedBackend(n_gpus=3, seed=5, t0=T0 + 900)
+    fresh.open()
+    assert fresh.read_fast(T0 + 1000.25) == early.read_fast(T0 + 1000.25)
+
+
+def test_readings_vary_over_time_and_with_the_seed():
+    a, b, other = sim(n_gpus=2, seed=3), sim(n_gpus=2, seed=3), sim(n_gpus=2, seed=4)
+    fields = ("utilization_gpu_percent", "temperature_c", "power_w", "memory_used_bytes", "sm_clock_mhz")
+    for field in fields:
+        assert len(set(series(a, field, 0, range(0, 240, 3)))) > 1, field
+    instants = [T0 + s for s in range(0, 240, 11)]
+    assert [a.read_fast(t) for t in instants] == [b.read_fast(t) for t in instants]
+    assert [a.read_fast(t) for t in instants] != [other.read_fast(t) for t in instants]
+
+
+def test_two_gpus_are_never_idle_at_once():
+    # Tests on the real clock (and demos) rely on some GPU being busy whenever they happen to run.
+    for seed in (0, 1, 9):
+        b = sim(n_gpus=2, seed=seed)
+        for s in range(0, 480):
+            assert max(d["utilization_gpu_percent"] for d in b.read_fast(T0 + s / 2)) >= 10, (seed, s)
+
+
+def test_energy_only_grows_even_when_a_throttle_fault_lowers_power():
+    b = sim(n_gpus=2, faults=parse_faults("throttle:0@3-90; throttle:1@20-70:sw_power_cap"))
+    plain = sim(n_gpus=2)
+    energy = [[d["energy_j"] for d in b.read_fast(T0 + s / 10)] for s in range(0, 1200, 3)]
+    for gpu in (0, 1):
+        e = [row[gpu] for row in energy]
+        assert all(e2 >= e1 for e1, e2 in zip(e, e[1:])) and e[-1] > e[0], gpu
+    after = b.read_fast(T0 + 150)
+    ref = plain.read_fast(T0 + 150)
+    assert after[0]["energy_j"] < ref[0]["energy_j"]  # slowed clocks drew less power
+    assert after[1]["energy_j"] > ref[1]["energy_j"]  # held at the cap drew more
+
+
+def test_thermal_fault_heats_with_a_lag_and_cools_after():
+    b = sim(n_gpus=1, faults=parse_faults("throttle:0@10-70:hw_thermal_slowdown"))
+    plain = sim(n_gpus=1)
+    rise = [b.read_fast(T0 + s)[0]["temperature_c"] - plain.read_fast(T0 + s)[0]["temperature_c"] for s in (5, 15, 69, 100)]
+    assert rise[0] == 0 and 0 < rise[1] < rise[2] and 0 < rise[3] < rise[2]
+
+
+def test_many_gpus_have_plausible_memory_and_load():
+    b = sim(n_gpus=64)
+    for s in range(0, 240, 6):
+        for d in b.read_fast(T0 + s):
+            assert 0 < d["memory_used_bytes"] <= d["memory_total_bytes"], d["index"]
+            assert 0 <= d["utilization_gpu_percent"] <= 100
+    assert max(d["utilization_gpu_percent"] for d in b.read_fast(T0 + 100)[56:]) > 50
 
 
 def test_devices_are_named_simulated_and_the_backend_says_so():

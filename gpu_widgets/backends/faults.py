@@ -8,7 +8,9 @@ Spec (``GPU_WIDGETS_SIMULATED_FAULTS``), items separated by ``;``::
     throttle:0@20-40:sw_power_cap   ... held at its power cap instead
     unsupported:0:fan_percent    GPU 0 never reports its fan speed
 
-Times are seconds since the backend started; GPU is an index.
+Times are seconds since the backend opened, not wall-clock time like the simulated readings: a
+fault shows only in the process that scripted it, at the same point of every run (the tests and
+scripts/screenshots.py rely on that). GPU is an index.
 """
 from __future__ import annotations
 

@@ -1,10 +1,14 @@
 """Simulated GPUs for demos and UI tests: deterministic, plausible, and never mistaken for real.
 
-Every device is named "Simulated ...". Values are a pure function of (seed, GPU, time since
-start): a load profile drives utilization; temperature follows it with a 30 s lag; power and
+Every device is named "Simulated ...". Readings are a pure function of (seed, GPU, wall-clock time
+on a fixed 0.5 s grid), so every process on a machine (the server behind the sidebar, each
+kernel) shows the same simulated GPUs at the same moment, however often it reads them. A
+240 s load profile drives utilization; temperature follows it with a 30 s lag; power and
 memory-controller load follow it; memory steps up as a "model" loads and drops at the end of a
-run. State advances on a fixed 0.5 s grid so the same times give the same values however often
-they are read.
+run. Energy counts from the machine's boot, as NVML's counter counts from the driver's load.
+
+Scripted faults are the exception: their times stay seconds after this backend opened (tests
+and the screenshot script rely on that), so they show only in the process that scripted them.
 """
 from __future__ import annotations
 
@@ -13,8 +17,8 @@ import math
 import os
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import psutil
 
@@ -27,10 +31,11 @@ from .faults import Fault
 GIB = 1 << 30
 STEP_S = 0.5
 CYCLE_S = 240.0  # one simulated "run": idle, load, train with eval dips, checkpoint
-# The dynamics start this far into the profile, so a fresh demo already shows warm, busy GPUs.
-# Fault times stay relative to the real start.
-PREROLL_S = 60.0
+CYCLE_STEPS = int(CYCLE_S / STEP_S)
+GPU_SHIFT_S = 97.0  # GPUs run out of phase: GPU 0 and 1 are never both between runs (50 s each)
 TEMP_TAU_S = 30.0
+ALPHA = 1 - math.exp(-STEP_S / TEMP_TAU_S)
+THERMAL_RISE_C = 22.0
 # A PID above Linux's largest pid_max (2**22) cannot collide with a real process.
 PID_BASE = 4_200_000
 COLLEAGUE_UID = 4_200_000  # far above the ids distributions hand out
@@ -67,6 +72,12 @@ def _current_user() -> str:
         return str(os.getuid())
 
 
+@functools.lru_cache(maxsize=1)
+def _boot_step() -> int:
+    """The grid step of this machine's boot: the same in every process, so energy counters agree."""
+    return int(psutil.boot_time() / STEP_S)
+
+
 def _colleague_uid() -> int:
     """A uid that is not ours, for the simulated other user's job."""
     return COLLEAGUE_UID if os.getuid() != COLLEAGUE_UID else COLLEAGUE_UID + 1
@@ -81,33 +92,76 @@ def _noise(seed: int, gpu: int, step: int, salt: int) -> float:
     return (x / 2**31) - 1.0
 
 
-def load_profile(elapsed_s: float, gpu: int) -> tuple[float, str]:
-    """Target utilization (0-100) and phase name at a time; GPUs are shifted so they differ."""
-    s = (elapsed_s + gpu * 37.0) % CYCLE_S
+def load_profile(s: float, gpu: int) -> tuple[float, str]:
+    """Target utilization (0-100) and phase name ``s`` seconds into a GPU's cycle."""
+    s %= CYCLE_S
     if s < 8:
         return 0.0, "idle"
     if s < 20:
         return 12.0, "loading"
     if s < 210:
         in_epoch = (s - 20) % 45
-        return (35.0, "eval") if in_epoch > 40 else (93.0 - 4 * gpu, "train")
+        return (35.0, "eval") if in_epoch > 40 else (93.0 - 4 * (gpu % 8), "train")
     if s < 225:
         return 6.0, "checkpoint"
     return 0.0, "idle"
 
 
-@dataclass
-class _SimState:
-    step: int = -1
-    temperature: float = 34.0
-    energy_j: float = 0.0
-    values: dict[str, Any] = field(default_factory=dict)
+def _power(util: float) -> float:
+    return 72.0 + (SPEC["power_limit_w"] - 72.0) * 0.93 * util / 100.0
+
+
+@dataclass(frozen=True)
+class _Cycle:
+    """One GPU's cycle, tabulated once per step of the grid: what every read looks up."""
+
+    util: tuple[float, ...]
+    phase: tuple[str, ...]
+    temp: tuple[float, ...]  # the lagging temperature once the cycle repeats (its steady state)
+    energy: tuple[float, ...]  # joules used from the cycle's start up to each step, over two cycles
+
+    def energy_through(self, offset: int, k: int) -> float:
+        """Joules of noiseless power over wall steps 0..k of a GPU whose cycle starts ``offset`` in."""
+        n = k + 1
+        full, rest = divmod(n, CYCLE_STEPS)
+        return full * self.energy[CYCLE_STEPS] + self.energy[offset + rest] - self.energy[offset]
+
+
+@functools.lru_cache(maxsize=8)
+def _cycle(gpu: int) -> _Cycle:
+    util, phase = zip(*(load_profile(i * STEP_S, gpu) for i in range(CYCLE_STEPS)))
+    temp, t = [0.0] * CYCLE_STEPS, 34.0
+    for _ in range(4):  # the lag forgets all but e**-32 of where it began after four cycles
+        for i, u in enumerate(util):
+            t += (34.0 + 0.42 * u - t) * ALPHA
+            temp[i] = t
+    energy = [0.0]
+    for i in range(2 * CYCLE_STEPS):
+        energy.append(energy[-1] + _power(util[i % CYCLE_STEPS]) * STEP_S)
+    return _Cycle(util, phase, tuple(temp), tuple(energy))
+
+
+def _lagged(fault: Fault, elapsed: float, rise: float) -> float:
+    """How far a first-order lag has moved towards ``rise`` during a fault's window."""
+    if elapsed < fault.start_s:
+        return 0.0
+    on = (elapsed if fault.end_s is None else min(elapsed, fault.end_s)) - fault.start_s
+    off = 0.0 if fault.end_s is None else max(0.0, elapsed - fault.end_s)
+    return rise * (1 - math.exp(-on / TEMP_TAU_S)) * math.exp(-off / TEMP_TAU_S)
 
 
 class SimulatedBackend(Backend):
     name = "simulated"
 
-    def __init__(self, n_gpus: int = 2, seed: int = 0, faults: tuple[Fault, ...] = (), t0: float | None = None) -> None:
+    def __init__(
+        self,
+        n_gpus: int = 2,
+        seed: int = 0,
+        faults: tuple[Fault, ...] = (),
+        t0: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``t0``: when the backend opened (faults count from it); else ``clock()`` at ``open()``."""
         super().__init__()
         if n_gpus < 1:
             raise ValueError(f"the simulated backend needs at least 1 GPU, got {n_gpus}")
@@ -118,13 +172,17 @@ class SimulatedBackend(Backend):
         self.seed = seed
         self.faults = tuple(faults)
         self.t0 = t0
+        self.clock = clock
         self.system = {"driver_version": "simulated", "nvml_version": "simulated", "cuda_driver_version": "13.0"}
-        self._states = [_SimState() for _ in range(n_gpus)]
+        # Where each GPU's cycle starts on the grid; the seed moves all GPUs together.
+        self._offsets = [round(((seed * 97) % CYCLE_S + gpu * GPU_SHIFT_S) / STEP_S) % CYCLE_STEPS for gpu in range(n_gpus)]
+        self._cache: list[tuple[tuple[int, int], dict[str, Any]] | None] = [None] * n_gpus
+        self._fault_energy: list[tuple[int, float] | None] = [None] * n_gpus  # (last step, joules)
         self._lock = threading.Lock()
 
     def open(self) -> None:
         if self.t0 is None:
-            self.t0 = time.time()
+            self.t0 = self.clock()
         self.status, self.reason = OK, None
 
     def _uuid(self, gpu: int) -> str:
@@ -141,7 +199,7 @@ class SimulatedBackend(Backend):
             out.append(info)
         return out
 
-    # -- faults --------------------------------------------------------------------------------
+    # -- faults (seconds since open) -----------------------------------------------------------
     def _active(self, gpu: int, kind: str, elapsed: float) -> list[Fault]:
         return [f for f in self.faults if f.gpu == gpu and f.kind == kind and f.active(elapsed)]
 
@@ -151,37 +209,61 @@ class SimulatedBackend(Backend):
             out[f.arg or ""] = "not supported on this GPU (simulated fault)"
         return out
 
-    # -- dynamics ------------------------------------------------------------------------------
-    def _advance(self, gpu: int, elapsed: float) -> dict[str, Any]:
-        """Values at ``elapsed`` seconds, stepping the lagging state on the fixed grid."""
-        target_step = max(0, int(elapsed / STEP_S))
-        st = self._states[gpu]
-        if target_step < st.step:  # time went backwards (a new t0): start again
-            self._states[gpu] = st = _SimState()
-        while st.step < target_step:
-            st.step += 1
-            st.values = self._step(gpu, st)
-        return st.values
+    def _throttles(self, gpu: int, elapsed: float) -> int:
+        bits = 0
+        for f in self._active(gpu, "throttle", elapsed):
+            bits |= f.throttle_bit
+        return bits
 
-    def _step(self, gpu: int, st: _SimState) -> dict[str, Any]:
-        t = st.step * STEP_S
-        target, phase = load_profile(t, gpu)
-        throttles = 0
-        for f in self._active(gpu, "throttle", t - PREROLL_S):
-            throttles |= f.throttle_bit
-        util = target + (3.0 * _noise(self.seed, gpu, st.step, 1) if target > 0 else 0.0)
+    def _thermal_rise(self, gpu: int, elapsed: float) -> float:
+        rise = sum(
+            _lagged(f, elapsed, THERMAL_RISE_C)
+            for f in self.faults
+            if f.gpu == gpu and f.kind == "throttle" and f.throttle_bit & THERMAL
+        )
+        return min(rise, THERMAL_RISE_C)  # overlapping thermal faults heat no more than one
+
+    def _extra_energy(self, gpu: int, k: int) -> float:
+        """Joules that throttle faults added (or saved) up to wall step ``k``, stepped from the
+        start so energy only grows as time does, however the reads fall."""
+        if not any(f.gpu == gpu and f.kind == "throttle" for f in self.faults):
+            return 0.0
+        first = int((self.t0 or 0.0) / STEP_S)
+        done, joules = self._fault_energy[gpu] or (first, 0.0)
+        if k < done:  # read back in time: count again from the start
+            done, joules = first, 0.0
+        cyc, offset = _cycle(gpu % 8), self._offsets[gpu]
+        while done < k:
+            done += 1
+            bits = self._throttles(gpu, done * STEP_S - (self.t0 or 0.0))
+            util = cyc.util[(done + offset) % CYCLE_STEPS]
+            if bits & POWER_CAP:
+                joules += (SPEC["power_limit_w"] * 0.995 - _power(util)) * STEP_S
+            elif bits and util > 5:
+                joules += (_power(min(util, 78.0)) - _power(util)) * STEP_S
+        self._fault_energy[gpu] = (done, joules)
+        return joules
+
+    # -- dynamics ------------------------------------------------------------------------------
+    def _values(self, gpu: int, k: int, elapsed: float) -> dict[str, Any]:
+        """Readings at wall step ``k``; ``elapsed`` (seconds since open, on the grid) places faults."""
+        cyc, pos = _cycle(gpu % 8), (k + self._offsets[gpu]) % CYCLE_STEPS
+        target, phase = cyc.util[pos], cyc.phase[pos]
+        throttles = self._throttles(gpu, elapsed)
+        util = target + (3.0 * _noise(self.seed, gpu, k, 1) if target > 0 else 0.0)
         util = min(100.0, max(0.0, util))
         if util > 5 and throttles & ~POWER_CAP:
             util = min(util, 78.0)  # throttled clocks stretch kernels: less work done per second
         limit = SPEC["power_limit_w"]
-        power = 72.0 + (limit - 72.0) * 0.93 * util / 100.0 + 6.0 * _noise(self.seed, gpu, st.step, 2)
+        power = _power(util) + 6.0 * _noise(self.seed, gpu, k, 2)
         if throttles & POWER_CAP:
             power = limit * 0.995
-        temp_target = 34.0 + 0.42 * util + (22.0 if throttles & THERMAL else 0.0)
-        st.temperature += (temp_target - st.temperature) * (1 - math.exp(-STEP_S / TEMP_TAU_S))
-        st.energy_j += max(power, 0.0) * STEP_S
-        s = (t + gpu * 37.0) % CYCLE_S
-        model = (24 + 8 * gpu) * GIB
+        temperature = cyc.temp[pos] + self._thermal_rise(gpu, elapsed)
+        base = cyc.energy_through(self._offsets[gpu], k)
+        since = cyc.energy_through(self._offsets[gpu], _boot_step()) if k >= _boot_step() else 0.0
+        energy = base - since + self._extra_energy(gpu, k)
+        s = pos * STEP_S
+        model = (24 + 8 * (gpu % 4)) * GIB  # the largest run still fits in 80 GiB
         if phase == "loading":
             used = 0.6 * GIB + model * min(1.0, (s - 8) / 10)  # weights arrive in steps
             used = 0.6 * GIB + math.floor((used - 0.6 * GIB) / (4 * GIB)) * 4 * GIB
@@ -200,20 +282,30 @@ class SimulatedBackend(Backend):
             "memory_used_bytes": int(used),
             "memory_free_bytes": SPEC["memory_total_bytes"] - int(used),
             "memory_total_bytes": SPEC["memory_total_bytes"],
-            "temperature_c": round(st.temperature),
+            "temperature_c": round(temperature),
             "fan_percent": None,
             "power_w": round(power, 1),
             "power_limit_w": limit,
-            "energy_j": round(st.energy_j, 1),
+            "energy_j": round(energy, 1),
             "sm_clock_mhz": sm_clock,
             "memory_clock_mhz": SPEC["max_memory_clock_mhz"] if busy else 1593,
             "graphics_clock_mhz": sm_clock,
             "performance_state": 0 if busy else 5,
             "throttle_reasons": reasons,
-            "pcie_tx_bytes_per_s": int((2.5e9 if phase == "loading" else 0.3e9 if busy else 1e5) * (1.1 + 0.1 * _noise(self.seed, gpu, st.step, 3))),
-            "pcie_rx_bytes_per_s": int((12e9 if phase == "loading" else 1.5e9 if busy else 2e5) * (1.1 + 0.1 * _noise(self.seed, gpu, st.step, 4))),
+            "pcie_tx_bytes_per_s": int((2.5e9 if phase == "loading" else 0.3e9 if busy else 1e5) * (1.1 + 0.1 * _noise(self.seed, gpu, k, 3))),
+            "pcie_rx_bytes_per_s": int((12e9 if phase == "loading" else 1.5e9 if busy else 2e5) * (1.1 + 0.1 * _noise(self.seed, gpu, k, 4))),
             "_busy": phase != "idle",
         }
+
+    def _cached_values(self, gpu: int, t: float, elapsed: float) -> dict[str, Any]:
+        """Values change once per grid step; readers at 10 Hz mostly hit this cache."""
+        k, n = int(t // STEP_S), int(elapsed // STEP_S)
+        hit = self._cache[gpu]
+        if hit is not None and hit[0] == (k, n):
+            return hit[1]
+        values = self._values(gpu, k, n * STEP_S)
+        self._cache[gpu] = ((k, n), values)
+        return values
 
     # -- reads ---------------------------------------------------------------------------------
     def _elapsed(self, t: float) -> float:
@@ -229,7 +321,7 @@ class SimulatedBackend(Backend):
                     if identity:
                         out.append(lost_device(gpu, uuid, name, "GPU is lost (simulated fault)"))
                     continue
-                values = self._advance(gpu, elapsed + PREROLL_S)
+                values = self._cached_values(gpu, t, elapsed)
                 sample: dict[str, Any] = {"index": gpu}
                 if identity:
                     sample.update(uuid=uuid, name=name, status=OK)

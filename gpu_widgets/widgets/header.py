@@ -115,7 +115,7 @@ class MonitorText:
     title: str
     status: str
     status_detail: str | None = None
-    step: int | None = None
+    steps_done: int | None = None  # a count, not the last step's number (monitor_header.steps_done)
     rows: int = 0
     total_steps: int | None = None
     epoch: str | None = None
@@ -147,10 +147,10 @@ def render_monitor(t: MonitorText) -> str:
         style = ERROR if t.status == "failed" else MUTED
         lines.append(f'<div style="{style}">{escape(detail)}</div>')
     progress = []
-    if t.step is not None:
-        s = f"step {t.step:,}"
+    if t.steps_done is not None:
+        s = f"step {t.steps_done:,}"
         if t.total_steps:
-            s += f" / {t.total_steps:,} ({min(1.0, (t.step + 1) / t.total_steps):.0%})"
+            s += f" / {t.total_steps:,} ({min(1.0, t.steps_done / t.total_steps):.0%})"
         progress.append(s)
     if t.epoch:
         progress.append(f"epoch {t.epoch}")
@@ -160,8 +160,8 @@ def render_monitor(t: MonitorText) -> str:
         progress.append(units.rate(t.samples_per_s, "samples"))
     if t.elapsed_s is not None:
         progress.append(f"elapsed {units.duration(t.elapsed_s)}")
-    if t.total_steps and t.steps_per_s and t.step is not None and t.status == "running":
-        left = max(0, t.total_steps - t.step - 1) / t.steps_per_s
+    if t.total_steps and t.steps_per_s and t.steps_done is not None and t.status == "running":
+        left = max(0, t.total_steps - t.steps_done) / t.steps_per_s
         progress.append(f"ETA {units.duration(left)}")
     if t.energy_j is not None:
         progress.append(f"energy {units.energy(t.energy_j)}")

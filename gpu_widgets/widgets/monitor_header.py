@@ -38,6 +38,19 @@ def epoch_text(progress: Progress, latest: Mapping[str, Any]) -> str | None:
     return None if value is None or value != value else f"{value:g}"
 
 
+def steps_done(records: Records) -> int | None:
+    """How many steps the run has done, as the header shows it (``step 300 / 300``).
+
+    Steps are numbered from 0 by ``track()`` and by ``log()`` without ``step=``, so after step
+    299 there are 300 done. A loop that numbers its own steps from 1 (``step=1..300``) logs the
+    count itself; the first step logged tells the two apart: 0 means "from 0", anything else
+    "from 1"."""
+    if not records.size:
+        return None
+    last = records.steps[records.size - 1]
+    return last + 1 if records.steps[0] == 0 else last
+
+
 def samples_rate(counter: SampleCounter, window_s: float | None, steps_per_s: float | None,
                  batch_size: int | None) -> float | None:
     if len(counter.marks) >= 2:  # counted from the batches seen
@@ -63,7 +76,7 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
     detail = run.detail()
     return render_monitor(MonitorText(
         title=title, status=run.state, status_detail=None if detail is None else detail[:400],
-        step=records.last_step, rows=records.size, total_steps=progress.total_steps,
+        steps_done=steps_done(records), rows=records.size, total_steps=progress.total_steps,
         epoch=epoch_text(progress, latest), elapsed_s=run.elapsed(), steps_per_s=steps_per_s,
         samples_per_s=samples_rate(counter, window, steps_per_s, progress.batch_size),
         energy_j=sum(energies) if energies else None,
