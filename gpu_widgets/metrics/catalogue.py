@@ -8,6 +8,7 @@ Adding a metric starts here (docs/architecture.md, "Adding a GPU metric").
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,14 @@ class Metric:
         """A field value as people read it: "37.2 GiB"; "n/a" when unknown."""
         v = self.value(raw)
         return "n/a" if v is None else f"{v:.{self.decimals}f} {self.unit}"
+
+    def top(self, limits: Iterable[float | None]) -> float | None:
+        """The chart's top in the metric's unit: ``y_max``, else the largest of the GPUs' latest
+        ``y_max_field`` values (memory total, power limit); None (fit the data) when neither is known."""
+        if self.y_max is not None or self.y_max_field is None:
+            return self.y_max
+        known = [v for v in limits if isinstance(v, (int, float)) and v > 0]
+        return self.value(max(known)) if known else None
 
     def as_json(self) -> dict[str, Any]:
         return {

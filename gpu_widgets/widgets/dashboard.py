@@ -41,12 +41,8 @@ def _series(dev: dict[str, Any], m: Metric) -> np.ndarray | None:
 
 
 def _top(m: Metric, devices: list[dict[str, Any]]) -> float | None:
-    """The chart's fixed top: ``y_max``, or the largest latest ``y_max_field`` of the GPUs drawn
-    (memory total, power limit) in the metric's unit; None (fit the data) when neither is known."""
-    if m.y_max is not None or m.y_max_field is None:
-        return m.y_max
-    limits = [v for dev in devices for v in (dev.get(m.y_max_field) or ())[-1:] if v]
-    return m.value(max(limits)) if limits else None
+    """The chart's fixed top (``Metric.top``) from the GPUs drawn: their latest limit values."""
+    return m.top(v for dev in devices for v in (dev.get(m.y_max_field) or ())[-1:])  # type: ignore[arg-type]
 
 
 class _Handles:
@@ -178,13 +174,8 @@ class GpuDashboard:
         """Follow a limit field (memory total, power limit): a full chart means "at the limit"."""
         if top is None or top == self._tops.get(m.id):
             return
-        chart = self._view.charts.get(m.id)
-        if chart is None:
-            self._define(m, top)  # drawn with it from the start
-            return
         self._tops[m.id] = top
-        chart.y_scale.max = top
-        chart.y_fixed = tuple(v for v in (m.y_min, top) if v is not None)
+        self._view.set_y_max(m.id, top)  # a chart not shown yet gets it from the start
 
     def _draw(self) -> None:
         sampler = self._sampler

@@ -47,10 +47,7 @@ class GpuChart:
 def chart_top(m: Metric, devices: Sequence[DeviceTrace]) -> float | None:
     """A GPU chart's top: the metric's ``y_max``, else the largest latest ``y_max_field`` of the
     GPUs shown (memory total, power limit) in the metric's unit; None: fit the data."""
-    if m.y_max is not None or m.y_max_field is None:
-        return m.y_max
-    limits = [v for d in devices if isinstance(v := d.latest.get(m.y_max_field), (int, float)) and v > 0]
-    return m.value(max(limits)) if limits else None
+    return m.top(d.latest.get(m.y_max_field) for d in devices)  # type: ignore[arg-type]
 
 
 def gpu_charts(curve_specs: Any) -> tuple[GpuChart, ...]:
