@@ -5,7 +5,7 @@
 #   make test      jest + pytest (installs Debian chromium for the browser tests if root)
 #   make build     wheel + sdist into dist/
 #   make bench     benchmark suite against nvitop, gpustat, nvdashboard, ... (docs/benchmarks.md)
-#   make screenshots  refresh the sidebar screenshots in docs/screenshots/ (light and dark)
+#   make screenshots  retake docs/screenshots/: sidebar and examples, light and dark, 2 and 8 GPUs
 #
 # Variables (override on the command line, e.g. `make setup VENV=/tmp/gw-venv`):
 VENV ?= .venv
@@ -78,8 +78,8 @@ $(STAMP_INSTALL): $(STAMP_TORCH) pyproject.toml
 	@# into gpu_widgets/labextension: drop the link first; `develop` below re-creates it.
 	@if [ -L $(VENV)/share/jupyter/labextensions/gpu-widgets ]; then rm $(VENV)/share/jupyter/labextensions/gpu-widgets; fi
 	@extras=test; \
-	if $(PY) -c 'import torch' >/dev/null 2>&1; then extras=test,torch; \
-	else echo "NOTE: torch is not installed: installing without the [torch] extra"; fi; \
+	if $(PY) -c 'import torch' >/dev/null 2>&1; then extras=test,torch,lightning,transformers,keras; \
+	else echo "NOTE: torch is not installed: installing without the [torch] and framework extras"; fi; \
 	set -x; $(PY) -m pip install -e ".[$$extras]"
 	@# jupyterlab 4.6 moved `labextension develop` to jupyter-builder; older ones lack it.
 	if [ -x $(BIN)/jupyter-builder ]; then $(BIN)/jupyter builder develop --overwrite .; \
@@ -167,11 +167,13 @@ BENCH_ARGS ?=
 bench: setup ## Run the benchmark suite against the contenders (tables + JSON; docs/benchmarks.md)
 	$(PY) -m benchmarks.run --install-peers $(BENCH_ARGS)
 
-# Simulated GPUs with a scripted power-cap episode and a lost stretch; about 1.5 min (the
-# charts' one-minute window has to fill). The tests' own screenshots go to build/screenshots/.
-screenshots: setup ## Refresh docs/screenshots/sidebar-{light,dark}.png
+# Simulated GPUs with a scripted power-cap episode and a lost stretch; about 6 min (the sidebar's
+# one-minute window has to fill, twice, and the examples run). The tests' own screenshots go to
+# build/screenshots/. SCREENSHOTS_ARGS="--only sidebar" (or examples, or --gpus 8) for part of it.
+SCREENSHOTS_ARGS ?=
+screenshots: setup ## Retake docs/screenshots/ (sidebar, examples; light, dark; 2 and 8 GPUs)
 	bash scripts/ensure-chromium.sh
-	$(PY) scripts/screenshots.py --out docs/screenshots
+	$(PY) scripts/screenshots.py --out docs/screenshots $(SCREENSHOTS_ARGS)
 
 clean: ## Remove build outputs (keeps the venv and node_modules)
 	rm -rf dist build labextension/lib gpu_widgets/labextension tsconfig.tsbuildinfo .pytest_cache

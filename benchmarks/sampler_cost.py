@@ -86,6 +86,7 @@ def _floor() -> dict[str, Callable[[], None]]:
         for h in handles:
             nv.nvmlDeviceGetPcieThroughput(h, 0)
             nv.nvmlDeviceGetPcieThroughput(h, 1)
+            nv.nvmlDeviceGetTemperatureThreshold(h, 1)  # the slowdown temperature
             nv.nvmlDeviceGetComputeRunningProcesses_v3(h)
             nv.nvmlDeviceGetGraphicsRunningProcesses_v3(h)
 

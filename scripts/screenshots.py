@@ -1,37 +1,52 @@
-"""Refresh the README's sidebar screenshots: docs/screenshots/sidebar-{light,dark}.png.
+"""Retake docs/screenshots/: the sidebar and each example, light and dark, 2 and 8 simulated GPUs.
 
-Starts JupyterLab with two simulated GPUs (a power-cap episode on GPU 0 and a short lost
-stretch on GPU 1, so the charts show what they can mark), opens the GPU sidebar with a
-one-minute history window, waits for the charts to fill, and shoots the sidebar in the light
-theme and, after switching themes from the Settings menu, in the dark one.
+For each GPU count one JupyterLab starts with simulated GPUs (a power-cap episode on GPU 0 and a
+short lost stretch on GPU 1, so the charts show what they can mark). The sidebar is opened with a
+one-minute history window and shot once the window is full (2 GPUs: the cards, 1280 px wide;
+8 GPUs: the overview, in a 1366x768 window). Then each example notebook is run with Run All and
+its first widget output is shot. Every picture is taken in the light theme, then again after
+switching to the dark one from the Settings menu. Names: ``<what>-<gpus>gpu-<theme>.png``, e.g.
+``sidebar-8gpu-dark.png``, ``example-quickstart-2gpu-light.png``.
 
-    .venv/bin/python scripts/screenshots.py [--out docs/screenshots]   (or: make screenshots)
+    .venv/bin/python scripts/screenshots.py [--out docs/screenshots] [--gpus N] [--only sidebar|examples]
+    (or: make screenshots; about 6 minutes for everything on two cores)
 """
 from __future__ import annotations
 
 import argparse
-import re
+import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpu_widgets.metrics.catalogue import metric  # noqa: E402  (the chart's name is the catalogue's label)
+from tests.browser_fixtures import open_notebook, run_all_cells, switch_theme  # noqa: E402
 from tests.lab_server import LabServer, chromium_available, launch_chromium  # noqa: E402
 
 WINDOW_S = 60
 FILL_S = 62  # the one-minute window is full a little after this
 SIDEBAR_WIDTH_PX = 360
-VIEWPORT = {"width": 1280, "height": 1200}
-ENV = {
-    "GPU_WIDGETS_BACKEND": "simulated",
-    "GPU_WIDGETS_SIMULATED_GPUS": "2",
-    # Seconds after the server starts: GPU 0 at its power cap, GPU 1 briefly not answering.
-    "GPU_WIDGETS_SIMULATED_FAULTS": "throttle:0@14-30:sw_power_cap; lost:1@36-42",
+GPU_COUNTS = (2, 8)
+# Past two GPUs the sidebar leads with its overview: shown in a common laptop window.
+CARDS_VIEWPORT = {"width": 1280, "height": 1200}
+OVERVIEW_VIEWPORT = {"width": 1366, "height": 768}
+# Tall enough that a whole widget output (8 GPUs' cards over the charts) fits on the page.
+NOTEBOOK_VIEWPORT = {"width": 1280, "height": 2200}
+EXAMPLES = ROOT / "examples"
+# The PyTorch example trains for about a minute on two cores: shot with 2 GPUs (or fewer) only.
+EXAMPLES_FEW = ("quickstart", "gpuwatch_magic", "train_torch")
+EXAMPLES_MANY = ("quickstart", "gpuwatch_magic")
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+FAULTS = "throttle:0@14-30:sw_power_cap; lost:1@36-42"  # seconds after the server starts
+SETTINGS = {
+    "gpu-widgets:plugin": {"historyWindowS": WINDOW_S, "refreshIntervalMs": 500},
+    # Lay out every cell, on screen or not (a picture of an off-screen output is otherwise blank).
+    "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
 }
-SETTINGS = {"gpu-widgets:plugin": {"historyWindowS": WINDOW_S, "refreshIntervalMs": 500}}
 TAB = '.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]'
 
 
@@ -39,20 +54,22 @@ def log(msg: str) -> None:
     print(f"[screenshots] {msg}", flush=True)
 
 
-def widen_sidebar(page, width: int) -> None:
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+
+
+def widen_sidebar(page: Any, width: int) -> None:
     """Drag the handle between the left sidebar and the main area."""
-    panel = page.locator("#gpu-widgets-sidebar")
-    box = panel.bounding_box()
-    handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
-    hbox = handle.bounding_box()
+    box = page.locator("#gpu-widgets-sidebar").bounding_box()
+    hbox = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first.bounding_box()
     x, y = hbox["x"] + hbox["width"] / 2, hbox["y"] + 300
     page.mouse.move(x, y)
     page.mouse.down()
-    page.mouse.move(x + (box["x"] + width - x), y, steps=8)
+    page.mouse.move(box["x"] + width, y, steps=8)
     page.mouse.up()
 
 
-def shoot(page, path: Path) -> None:
+def shoot_sidebar(page: Any, path: Path) -> None:
     box = page.locator("#gpu-widgets-sidebar").bounding_box()
     status = page.locator("#jp-main-statusbar").bounding_box()
     top = box["y"]  # below the menu bar
@@ -60,64 +77,105 @@ def shoot(page, path: Path) -> None:
         path=str(path),
         clip={"x": 0, "y": top, "width": box["x"] + box["width"] + 1, "height": status["y"] + status["height"] - top},
     )
-    log(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    log(f"wrote {shown(path)}")
 
 
-def hover_band(page, lab: LabServer) -> None:
+def hover_band(page: Any, lab: LabServer) -> None:
     """Rest the cursor on GPU 0's utilization chart inside the power-cap band (its tooltip shows)."""
     hist = lab.api("samples", max_points=5000)
     first, last = hist["timestamps"][0], hist["timestamps"][-1]
     t = first + 22  # inside the episode, which the sampler dates from its own start
-    chart = page.get_by_role("region", name="GPU 0: Simulated NVIDIA H100 80GB HBM3").get_by_role(
-        "img", name=f"{metric('utilization').label} over the last 60 s")
+    card = page.get_by_role("region", name="GPU 0: Simulated NVIDIA H100 80GB HBM3")
+    chart = card.get_by_role("img", name=f"{metric('utilization').label} over the last 60 s")
+    if not chart.count():
+        log("GPU 0's utilization chart is not shown: no tooltip in this picture")
+        return
     box = chart.bounding_box()
     frac = (t - (last - WINDOW_S)) / WINDOW_S
     page.mouse.move(box["x"] + box["width"] * min(max(frac, 0.05), 0.95), box["y"] + box["height"] / 2)
     page.wait_for_timeout(300)
 
 
+def sidebar(browser: Any, lab: LabServer, gpus: int, out: Path, started: float) -> None:
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport=CARDS_VIEWPORT if gpus <= 2 else OVERVIEW_VIEWPORT, device_scale_factor=2)
+    try:
+        page.goto(lab.lab_url(), timeout=60_000)
+        page.locator(TAB).click(timeout=60_000)
+        panel = page.get_by_role("region", name="GPU Dashboard", exact=True)
+        expect(panel).to_be_visible()
+        widen_sidebar(page, SIDEBAR_WIDTH_PX)
+        wait = FILL_S - (time.monotonic() - started)
+        if wait > 0:
+            log(f"letting the sidebar's charts fill for {wait:.0f} s")
+            page.wait_for_timeout(wait * 1000)
+        expect(panel.get_by_role("list", name="Chart markers").first).to_contain_text("power cap")
+        for theme, name in THEMES.items():
+            # The theme changes live (IThemeManager.themeChanged): the charts re-read their colours.
+            switch_theme(page, name)
+            hover_band(page, lab)
+            shoot_sidebar(page, out / f"sidebar-{gpus}gpu-{theme}.png")
+    finally:
+        page.close()
+
+
+def example(browser: Any, lab: LabServer, gpus: int, stem: str, out: Path) -> None:
+    page = browser.new_page(viewport=NOTEBOOK_VIEWPORT, device_scale_factor=1)
+    try:
+        open_notebook(page, lab.base_url, lab.token, f"{stem}.ipynb")
+        switch_theme(page, THEMES["light"])  # the theme is a user setting: the last page chose it
+        started = time.monotonic()
+        run_all_cells(page, f"{stem}.ipynb", timeout_s=420)
+        log(f"{stem}: ran in {time.monotonic() - started:.0f} s")
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
+        if errors.count():
+            raise RuntimeError(f"{stem}.ipynb raised: {errors.first.inner_text()}")
+        page.wait_for_timeout(1000)  # the last redraw
+        output = page.locator(".jp-OutputArea-output", has=page.locator(".widget-vbox")).first
+        for theme, name in THEMES.items():
+            switch_theme(page, name)
+            output.scroll_into_view_if_needed()
+            path = out / f"example-{stem}-{gpus}gpu-{theme}.png"
+            output.screenshot(path=str(path))
+            log(f"wrote {shown(path)}")
+    finally:
+        page.close()
+        for session in lab.get_json("api/sessions"):  # its kernel would keep sampling beside the next one
+            lab.request_json("DELETE", f"api/sessions/{session['id']}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
-    parser.add_argument("--gpus", type=int, default=2, choices=range(1, 65), metavar="1-64",
-                        help="simulated GPUs (2 for the docs; 8 to look at a full node)")
+    parser.add_argument("--gpus", type=int, choices=range(1, 65), metavar="1-64",
+                        help=f"only this many simulated GPUs (default: each of {', '.join(map(str, GPU_COUNTS))})")
+    parser.add_argument("--only", choices=("sidebar", "examples"), help="only the sidebar, or only the examples")
     args = parser.parse_args()
-    ENV["GPU_WIDGETS_SIMULATED_GPUS"] = str(args.gpus)
     if not chromium_available():
         print("chromium is missing: run scripts/ensure-chromium.sh", file=sys.stderr)
         return 1
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
-    log("starting JupyterLab with simulated GPUs")
-    with LabServer(env=ENV, args=["--GpuWidgets.interval_s=0.5"], settings=SETTINGS) as lab, sync_playwright() as pw:
-        started = time.monotonic()
-        browser = launch_chromium(pw)
-        try:
-            page = browser.new_page(viewport=VIEWPORT, device_scale_factor=2)
-            page.goto(lab.lab_url(), timeout=60_000)
-            page.locator(TAB).click(timeout=60_000)
-            panel = page.get_by_role("region", name="GPU Dashboard", exact=True)
-            expect(panel).to_be_visible()
-            widen_sidebar(page, SIDEBAR_WIDTH_PX)
-            wait = FILL_S - (time.monotonic() - started)
-            if wait > 0:
-                log(f"letting the charts fill for {wait:.0f} s")
-                page.wait_for_timeout(wait * 1000)
-            expect(panel.get_by_role("list", name="Chart markers").first).to_contain_text("power cap")
-            hover_band(page, lab)
-            shoot(page, args.out / "sidebar-light.png")
-
-            # The theme changes live (IThemeManager.themeChanged): the charts re-read their colours.
-            page.get_by_role("menuitem", name="Settings").click()
-            page.locator(".lm-Menu-item[data-type=\"submenu\"]", has_text=re.compile(r"^Theme$")).click()
-            page.get_by_role("menuitem", name="JupyterLab Dark", exact=True).click()
-            expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false", timeout=30_000)
-            page.wait_for_timeout(1500)  # the theme's CSS, then the charts' redraw
-            hover_band(page, lab)
-            shoot(page, args.out / "sidebar-dark.png")
-        finally:
-            browser.close()
+    for gpus in (args.gpus,) if args.gpus else GPU_COUNTS:
+        env = {"GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": str(gpus),
+               "GPU_WIDGETS_SIMULATED_FAULTS": FAULTS if gpus >= 2 else FAULTS.split(";")[0]}
+        log(f"starting JupyterLab with {gpus} simulated GPUs")
+        lab = LabServer(env=env, args=["--GpuWidgets.interval_s=0.5"], settings=SETTINGS)
+        lab.extra_env["GPU_WIDGETS_RUN_DIR"] = str(lab.workdir / "runs")  # the examples' run logs: thrown away
+        with lab, sync_playwright() as pw:
+            started = time.monotonic()
+            browser = launch_chromium(pw)
+            try:
+                if args.only != "examples":
+                    sidebar(browser, lab, gpus, args.out, started)
+                if args.only != "sidebar":
+                    for stem in EXAMPLES_FEW if gpus <= 2 else EXAMPLES_MANY:
+                        shutil.copy(EXAMPLES / f"{stem}.ipynb", lab.root / f"{stem}.ipynb")
+                        example(browser, lab, gpus, stem, args.out)
+            finally:
+                browser.close()
     return 0
 
 

@@ -1,6 +1,8 @@
 """Fixtures shared by the browser tests (import them into a test module to use them)."""
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,3 +50,43 @@ def browser() -> Iterator[Any]:
             yield b
         finally:
             b.close()
+
+
+# -- driving a notebook (the widget layout tests and scripts/screenshots.py) -------------------
+
+def open_notebook(page: Any, base_url: str, token: str, name: str) -> None:
+    """Open ``name`` (under the server's root) in a fresh workspace and wait for its kernel."""
+    page.goto(f"{base_url}/lab/tree/{name}?reset&token={token}", timeout=60_000)
+    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
+    # The kernel is up when the status bar says so (the toolbar's indicator says idle earlier).
+    page.locator(".jp-StatusBar-Widget").get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=60_000)
+
+
+def run_all_cells(page: Any, name: str, timeout_s: float = 120) -> dict[str, int]:
+    """Run All from the Run menu (as a person would) and wait until every code cell has run."""
+    page.locator(".jp-Notebook .jp-CodeCell").first.click()  # the notebook is the current widget
+    page.locator(".lm-MenuBar-itemLabel").get_by_text("Run", exact=True).click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click()
+    deadline = time.monotonic() + timeout_s
+    state = page.evaluate(PROMPTS_JS)
+    while time.monotonic() < deadline:
+        state = page.evaluate(PROMPTS_JS)
+        if state["cells"] and state["done"] == state["cells"] and not state["running"]:
+            return state
+        time.sleep(0.5)
+    raise AssertionError(f"{name}: not every cell ran in {timeout_s} s: {state}")
+
+
+def switch_theme(page: Any, theme: str) -> None:
+    """Pick ``theme`` ("JupyterLab Dark", "JupyterLab Light") in Settings > Theme; wait until it applies."""
+    if theme not in ("JupyterLab Dark", "JupyterLab Light"):
+        raise ValueError(f"theme must be 'JupyterLab Dark' or 'JupyterLab Light', got {theme!r}")
+    if page.get_attribute("body", "data-jp-theme-name") == theme:
+        return  # the theme is a user setting: a page opened later starts in the last one chosen
+    page.get_by_role("menuitem", name="Settings").click()
+    page.locator('.lm-Menu-item[data-type="submenu"]', has_text=re.compile(r"^Theme$")).click()
+    # The current theme's item is a checked one (another role): find it by its label.
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(theme)}$")).click()
+    light = "true" if theme == "JupyterLab Light" else "false"
+    page.wait_for_selector(f'body[data-jp-theme-light="{light}"]', state="attached", timeout=30_000)
+    page.wait_for_timeout(1000)  # the theme's CSS, then whatever redraws on themeChanged

@@ -24,6 +24,7 @@ def h100(**overrides: Any) -> dict[str, Any]:
         "util_gpu": 97,
         "util_memory": 40,
         "temperature": 70,
+        "temperature_slowdown": 87,
         "fan": 33,
         "power_mw": 300_000,
         "power_limit_mw": 700_000,
@@ -183,6 +184,10 @@ class FakeNvml:
     def nvmlDeviceGetTemperature(self, h: Any, sensor: int) -> int:
         assert sensor == 0
         return self._gpu("nvmlDeviceGetTemperature", h)["temperature"]
+
+    def nvmlDeviceGetTemperatureThreshold(self, h: Any, threshold: int) -> int:
+        assert threshold == 1  # NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+        return self._gpu("nvmlDeviceGetTemperatureThreshold", h)["temperature_slowdown"]
 
     def nvmlDeviceGetFanSpeed(self, h: Any) -> int:
         return self._gpu("nvmlDeviceGetFanSpeed", h)["fan"]

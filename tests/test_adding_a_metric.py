@@ -224,7 +224,8 @@ def test_the_gpu_dashboard_charts_the_new_metric(with_new_metric):
     assert NEW.title in titles, f"the GpuDashboard has no chart for metric {NEW.id!r}: {titles}"
     clock = dash._view.charts[NEW.id].lines["GPU 0"].y
     assert clock[-1] == sampler.latest["devices"][0]["sm_clock_mhz"]
-    assert f"SM clock {NEW.text(sampler.latest['devices'][0]['sm_clock_mhz'])}" in dash.widget.children[0].value
+    words = re.sub(r"<[^>]+>", "", dash.widget.children[0].value)  # the header's text, label then value
+    assert f"SM clock {NEW.text(sampler.latest['devices'][0]['sm_clock_mhz'])}" in words
 
 
 def test_the_cell_summary_reports_the_new_metric(with_new_metric):

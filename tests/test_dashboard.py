@@ -1,6 +1,7 @@
 """GpuDashboard: charts from the sampler's history, bounded, labelled, and threads that end."""
 from __future__ import annotations
 
+import re
 import gc
 import threading
 import time
@@ -8,6 +9,7 @@ import time
 import pytest
 
 from gpu_widgets import GpuDashboard
+from gpu_widgets.metrics.catalogue import metric
 from gpu_widgets.widgets import leases as sampling
 
 from .widget_helpers import (  # noqa: F401
@@ -25,12 +27,15 @@ def dashboard_threads() -> list[threading.Thread]:
 
 
 def header(dash: GpuDashboard) -> str:
-    return dash.widget.children[0].value
+    """The header's words as read: the HTML without its tags (label and value are separate elements)."""
+    return re.sub(r"<[^>]+>", "", dash.widget.children[0].value)
 
 
 def test_four_charts_one_line_per_gpu_bounded():
     sampler = simulated_sampler(n_gpus=3)
-    dash = GpuDashboard(sampler=sampler, start=False, display=False, window_s=3600, max_points=100)
+    # gpus="all": each GPU its own line (auto would summarise 3 GPUs this process does not use)
+    dash = GpuDashboard(sampler=sampler, start=False, display=False, window_s=3600, max_points=100, gpus="all")
+    sampler._read_slow()  # the slow fields (the slowdown temperature) as the slow thread would read them
     for _ in range(1500):
         sampler.tick()
     dash.refresh()
@@ -55,9 +60,13 @@ def test_four_charts_one_line_per_gpu_bounded():
     assert 0 < used[-1] <= total_gib and abs(used[-1] - latest[0]["memory_used_bytes"] / 2**30) < 1e-9
     assert (charts["utilization"].y_scale.min, charts["utilization"].y_scale.max) == (0.0, 100.0)
     assert charts["power"].y_scale.max == max(d["power_limit_w"] for d in latest)
-    assert charts["temperature"].y_scale.min is None and charts["temperature"].y_scale.max is None
+    # Temperature from the catalogue's floor to the GPUs' slowdown limit (when the GPUs report one).
+    temp = metric("temperature")
+    assert charts["temperature"].y_scale.min == temp.y_min
+    assert [d[temp.y_max_field] for d in latest] == [87, 87, 87]  # the simulated H100's slowdown
+    assert charts["temperature"].y_scale.max == 87.0
     text = header(dash)
-    assert "SIMULATED GPUs" in text and "Simulated NVIDIA H100" in text and "% busy" in text
+    assert "SIMULATED GPUs" in text and "Simulated H100" in text and "busy" in text
 
 
 def test_chosen_gpus_and_missing_ones():
@@ -127,3 +136,46 @@ def test_a_stuck_sampler_is_shown_as_stale_with_the_call_it_waits_on():
         backend.release.set()
         dash.stop()
         sampler.stop()
+
+
+def test_throttled_and_lost_stretches_are_shaded_and_wiped_when_they_leave_the_window():
+    from gpu_widgets.metrics.throttle import mask_from_names
+    from gpu_widgets.sampling.clock import Clock
+    from gpu_widgets.sampling.sampler import Sampler
+    from .widget_helpers import FixedBackend
+
+    class Seconds(Clock):  # one second per tick, whatever the machine's speed
+        t = 1_000_000.0
+
+        def wall(self) -> float:
+            self.t += 1.0
+            return self.t
+
+        def monotonic(self) -> float:
+            return self.t
+
+    sampler = Sampler(FixedBackend({"utilization_gpu_percent": 90}, {"utilization_gpu_percent": 80}), clock=Seconds())
+    dash = GpuDashboard(sampler=sampler, start=False, display=False, window_s=3600, gpus="all")
+    gpu0, gpu1 = sampler.backend.devices
+    for i in range(12):
+        gpu0["throttle_reasons"] = mask_from_names(["sw_power_cap"]) if 3 <= i < 6 else 0
+        gpu1["status"] = "lost" if 7 <= i < 9 else "ok"
+        sampler.tick()
+    dash.refresh()
+    charts = dash._view.charts
+    busy = charts["utilization"]
+    assert busy.keys["GPU 0 throttled"].shown and busy.keys["GPU 0 throttled"].style == "region"
+    assert "GPU 1 throttled" not in busy.lines  # GPU 1 never throttled
+    for name in ("utilization", "memory", "temperature", "power"):
+        assert charts[name].keys["GPU 1 lost"].shown, name  # lost: shaded on each of its charts
+    assert "lost" in busy.head.value and "throttled" in busy.head.value
+    # The window slides past both episodes: their shading goes, it does not stay where it was.
+    dash.window_s = 10.0
+    for dev in (gpu0, gpu1):
+        dev["throttle_reasons"], dev["status"] = 0, "ok"
+    for _ in range(12):
+        sampler.tick()
+    assert sampler.latest["timestamp"] - dash.window_s > sampler.history.since(0)["timestamps"][8]  # both gone by
+    dash.refresh()
+    assert len(busy.lines["GPU 0 throttled"].x) == 0 and not busy.keys["GPU 0 throttled"].shown
+    assert len(charts["power"].lines["GPU 1 lost"].x) == 0

@@ -2,7 +2,7 @@
 their bqplot charts: Run All, no error output, and chart lines with data in the page.
 
 Screenshots of each notebook's widgets go to build/screenshots/ (ignored by git); the ones in
-docs/screenshots/ were taken this way.
+docs/screenshots/ are taken the same way by scripts/screenshots.py (light and dark, 2 and 8 GPUs).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .browser_fixtures import DRAWN_LINES_JS, PROMPTS_JS
+from .browser_fixtures import DRAWN_LINES_JS, open_notebook, run_all_cells
 from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
 from .lab_server import LabServer
 
@@ -37,21 +37,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
 
 
 def run_all(page: Any, lab: LabServer, name: str, timeout_s: float = 120) -> dict[str, int]:
-    page.goto(f"{lab.base_url}/lab/tree/{name}?reset&token={lab.token}", timeout=60_000)
-    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
-    # The kernel is up when the status bar says so (the toolbar's indicator says idle earlier).
-    page.locator(".jp-StatusBar-Widget").get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=60_000)
-    page.locator(".jp-Notebook .jp-CodeCell").first.click()  # the notebook is the current widget
-    page.locator(".lm-MenuBar-itemLabel").get_by_text("Run", exact=True).click()
-    page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click()
-    deadline = time.monotonic() + timeout_s
-    state = page.evaluate(PROMPTS_JS)
-    while time.monotonic() < deadline:
-        state = page.evaluate(PROMPTS_JS)
-        if state["cells"] and state["done"] == state["cells"] and not state["running"]:
-            return state
-        time.sleep(0.5)
-    raise AssertionError(f"{name}: not every cell ran in {timeout_s} s: {state}")
+    open_notebook(page, lab.base_url, lab.token, name)
+    return run_all_cells(page, name, timeout_s)
 
 
 def check(page: Any, name: str, min_lines: int, texts: list[str]) -> None:

@@ -1,6 +1,7 @@
 """TrainingMonitor in-process: what the widget holds after logging, bounds, failures, GPUs, torch."""
 from __future__ import annotations
 
+import re
 import base64
 import gc
 import json
@@ -38,7 +39,8 @@ def make(**kw) -> TrainingMonitor:
 
 
 def header(mon: TrainingMonitor) -> str:
-    return mon.widget.children[0].value
+    """The header's words as read: the HTML without its tags (label and value are separate elements)."""
+    return re.sub(r"<[^>]+>", "", mon.widget.children[0].value)
 
 
 # -- bad input ----------------------------------------------------------------------------------
@@ -126,7 +128,7 @@ def test_marks_hold_the_logged_curves():
     assert list(lines["val_loss"].x) == [9, 19, 29, 39, 49]
     assert list(lines["lr"].y) == [0.1] * 50
     text = header(mon)
-    assert "step 50" in text and "loss <b>0.02</b>" in text and "val_loss <b>0.04</b>" in text
+    assert "step 50" in text and "loss 0.02 lr" in text and "val_loss 0.04" in text
     mon.finish()
 
 
@@ -331,7 +333,7 @@ def test_simulated_gpus_are_labelled_and_charted_on_one_time_axis():
     assert "SIMULATED GPUs" in text and "GPU 0" in text and "GPU 1" in text and "energy" in text
     charts = mon._view.charts
     assert list(charts) == ["loss", "gpu_util", "gpu_memory", "gpu_temperature", "gpu_power"]
-    assert [c.figure for c in charts.values()] == list(mon._view.grid.children)
+    assert [c.card for c in charts.values()] == list(mon._view.grid.children)  # one card per chart
     # one x scale for all: the loss and the GPUs line up in time
     assert len({id(c.x_scale) for c in charts.values()}) == 1
     util = marks(charts, "gpu_util")["GPU 1"]
@@ -358,9 +360,11 @@ def test_throttle_episodes_are_marked():
         time.sleep(0.01)
         sampler.tick()
     mon.refresh()
+    busy = mon._view.charts["gpu_util"]
     band = marks(mon._view.charts, "gpu_util")["GPU 0 throttled"]
-    finite = [y for y in band.y if y == y]
-    assert finite and set(finite) == {97.0}  # one episode: a segment at the top of the chart
+    # One episode: a box over the chart's whole height (its own 0-1 scale), shaded, no line.
+    assert list(band.y) == [0.0, 1.0, 1.0, 0.0] and band.fill == "bottom" and band.scales["y"] is busy.area_scale
+    assert "</i>throttled</span>" in busy.head.value  # named once in the legend row, never over the plot
     assert "throttled now: thermal (hardware)" in header(mon) and "throttled this run" in header(mon)
     mon.finish()
 
@@ -673,7 +677,7 @@ def test_a_stuck_sampler_shows_as_stale_in_the_header_and_clears_when_it_returns
         wait_until(lambda: sampler.latest is not None)
         mon.log(loss=1.0)
         mon.refresh()
-        assert "STALE" not in header(mon) and "61% busy" in header(mon)
+        assert "STALE" not in header(mon) and "busy 61 %" in header(mon)
         backend.hang.set()
         wait_until(lambda: sampler.staleness()[1])
         mon.log(loss=0.5)  # the loop goes on while the sampler is stuck
@@ -681,7 +685,7 @@ def test_a_stuck_sampler_shows_as_stale_in_the_header_and_clears_when_it_returns
         text = header(mon)
         assert "STALE" in text and "GPU readings are stale: no new sample for" in text
         assert "HangingBackend.read_fast" in text and "has not returned" in text
-        assert "61% busy" in text  # the last values stay, marked as old
+        assert "busy 61 %" in text  # the last values stay, marked as old
         backend.hang.clear()
         backend.release.set()
         wait_until(lambda: sampler.staleness()[1] is None)

@@ -1,7 +1,10 @@
 """Rough edges a new user hit (issue 12): the step count in the monitor's header, `make build`
-after `make test`, and `make lab` leaving the tracked example notebooks alone."""
+after `make test`, `make lab` leaving the tracked example notebooks alone, and a script that dies
+recording its run as failed or interrupted."""
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -122,3 +125,26 @@ def test_lab_starts_in_the_working_copy_which_git_and_the_sdist_leave_out():
     sdist = (ROOT / "pyproject.toml").read_text().split("[tool.hatch.build.targets.sdist]")[1].split("\n[", 1)[0]
     top = "/" + folder.split("/")[0]
     assert f'"{top}",' in sdist, f"the sdist does not exclude {top}"
+
+
+# -- a script that dies takes its run down with it ------------------------------------------------
+SCRIPT = """
+import sys
+from gpu_widgets import TrainingMonitor
+import IPython  # as ipywidgets does: the module alone is no IPython shell
+mon = TrainingMonitor(gpus=[], display=False)
+for step in range(3):
+    mon.log(step=step, loss=1.0 / (step + 1))
+raise {error}("boom in step 3")
+"""
+
+
+@pytest.mark.parametrize(("error", "status"), [("RuntimeError", "failed"), ("KeyboardInterrupt", "interrupted")])
+def test_a_script_that_dies_records_how_its_run_ended(tmp_path, error, status):
+    env = {**os.environ, "GPU_WIDGETS_RUN_DIR": str(tmp_path), "GPU_WIDGETS_BACKEND": "simulated"}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(error=error)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0 and "boom in step 3" in proc.stderr
+    (run_json,) = tmp_path.glob("*/run.json")
+    meta = json.loads(run_json.read_text())
+    assert meta["status"] == status, meta

@@ -80,9 +80,9 @@ def test_monitor_axes_get_round_ticks_and_one_line_charts_no_legend():
     assert len(x_ticks) == 1 and next(iter(x_ticks))[0] == 0.0
     # The GPU memory chart keeps its fixed floor of 0 among its ticks.
     assert float(charts["gpu_memory"].y_axis.tick_values[0]) == 0.0
-    # A one-line chart is named by its title; a chart with two lines shows a legend.
-    assert [m.display_legend for m in marks(charts, "accuracy").values()] == [False]
-    assert [m.display_legend for m in marks(charts, "loss").values()] == [True, True]
+    # No legend box over the data: the lines are named in the legend row above the plot.
+    assert not any(m.display_legend for m in marks(charts).values())
+    assert "loss <b>" in charts["loss"].head.value and "val_loss <b>" in charts["loss"].head.value
     mon.finish()
 
 

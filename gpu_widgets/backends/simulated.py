@@ -46,6 +46,7 @@ SPEC: dict[str, Any] = {
     "memory_total_bytes": 80 * GIB,
     "power_limit_w": 700.0,
     "power_default_limit_w": 700.0,
+    "temperature_slowdown_c": 87,
     "max_sm_clock_mhz": 1980,
     "max_memory_clock_mhz": 2619,
     "cores": 16896,
@@ -293,6 +294,7 @@ class SimulatedBackend(Backend):
             "performance_state": 0 if busy else 5,
             "throttle_reasons": reasons,
             "pcie_tx_bytes_per_s": int((2.5e9 if phase == "loading" else 0.3e9 if busy else 1e5) * (1.1 + 0.1 * _noise(self.seed, gpu, k, 3))),
+            "temperature_slowdown_c": SPEC["temperature_slowdown_c"],
             "pcie_rx_bytes_per_s": int((12e9 if phase == "loading" else 1.5e9 if busy else 2e5) * (1.1 + 0.1 * _noise(self.seed, gpu, k, 4))),
             "_busy": phase != "idle",
         }

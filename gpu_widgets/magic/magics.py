@@ -29,7 +29,7 @@ from ..sampling.sampler import MIN_INTERVAL_S, get_sampler
 from ..sampling.snapshot import aged, with_status
 from ..sampling.stall import STALE
 from ..widgets import leases
-from .summary import summarize
+from .summary import summarize, summary_html
 from ..widgets.dashboard import MAX_WINDOW_S, GpuDashboard
 from ..runs.gpu_trace import GpuTrace
 from ..widgets.process_gpus import watched
@@ -86,6 +86,34 @@ def _help(parser: argparse.ArgumentParser) -> str:
     indent = " " * (len("usage: ") + first.index(" ") + 1)  # under the first option, as argparse does
     usage = "\n".join([f"usage: {first}", *(indent + line.strip() for line in rest)])
     return usage + parser.format_help().strip().removeprefix(rst_usage)
+
+
+class CellDashboard(GpuDashboard):
+    """The live charts of one ``%%gpuwatch`` cell: the cell's own samples only, so its charts span
+    the cell so far (an 8 s cell is not drawn on a 300 s axis), at most ``--window`` seconds.
+
+    The dashboard reads "the last ``window_s`` seconds"; here that is the time since the cell
+    started, so the sampler's older history (an earlier dashboard's) stays out of the cell's charts.
+    """
+
+    def __init__(self, *, started: float, **kwargs: Any) -> None:
+        self._started: float | None = None  # the full window while the dashboard is built
+        super().__init__(start=False, **kwargs)
+        self._started = started
+        self.start()
+
+    @property
+    def window_s(self) -> float:
+        if self._started is None:
+            return self._full_window_s
+        # Back from the newest sample (the dashboard's "now") to the cell's start, not from the clock.
+        latest = self._sampler.latest if self._sampler is not None else None
+        now = latest["timestamp"] if latest is not None else time.time()
+        return min(self._full_window_s, max(0.0, now - self._started))
+
+    @window_s.setter
+    def window_s(self, value: float) -> None:
+        self._full_window_s = value
 
 
 @magics_class
@@ -191,7 +219,8 @@ class GpuWatchMagics(Magics):
             unsubscribe = sampler.subscribe(inbox.append)
             if not args.quiet and _in_kernel(self.shell):
                 try:
-                    dash = GpuDashboard(window_s=args.window, gpus=args.gpus, sampler=sampler, display=True)
+                    dash = CellDashboard(started=t0, window_s=args.window, gpus=args.gpus, sampler=sampler,
+                                         display=True)
                 except Exception as exc:  # the cell runs whatever happens to the charts
                     print(f"gpuwatch: no live charts ({type(exc).__name__}: {exc})", file=sys.stderr)
         error: BaseException | None = None
@@ -223,7 +252,12 @@ class GpuWatchMagics(Magics):
                 trace.add_snapshot(snap, watched(args.gpus, snap, torch_state))
             interval = sampler.interval_s if sampler is not None else 0.0
             text, data = summarize(trace, duration, interval, torch_state, config_error)
-            print(text)
+            if _in_kernel(self.shell):  # HTML in the widgets' look, the same text beside it
+                from IPython.display import display
+
+                display({"text/plain": text, "text/html": summary_html(text, data)}, raw=True)
+            else:
+                print(text)
             self.shell.user_ns["_gpuwatch"] = data
         finally:
             if sampler is not None:

@@ -1,24 +1,25 @@
 """What the GPUs did while one ``%%gpuwatch`` cell ran: a plain-text summary and the same as data.
 
 Plain text, so it reads the same in JupyterLab, VS Code, a terminal IPython and a notebook
-executed headless (nbclient, papermill).
+executed headless (nbclient, papermill). ``summary_html`` gives the same figures in the widgets'
+look (a card per GPU, header_css) for front ends that render HTML; the text stays beside it.
 """
 from __future__ import annotations
 
 import math
+from html import escape
 from typing import Any
 
 from ..metrics.catalogue import SUMMARY, Metric, shown_in
 from ..metrics.throttle import LABELS
 from ..widgets import units
 from ..runs.gpu_trace import DeviceTrace, GpuTrace
+from ..widgets.gpu_cards import card, cell, note, short_label
+from ..widgets.header_css import HEADER_CSS
 from ..widgets.torch_probe import TorchState
 
 
-def _word(m: Metric) -> str:
-    """The metric's label as it reads after "GPU 0 <name>:": "GPU busy" -> "busy"."""
-    label = m.label[4:] if m.label.startswith("GPU ") else m.label
-    return label if label[1:2].isupper() else label[:1].lower() + label[1:]  # "SM clock" stays
+_word = short_label  # the metric's label after "GPU 0 <name>:": "GPU busy" -> "busy"
 
 
 def _peak(d: DeviceTrace, field: str) -> float | None:
@@ -111,3 +112,56 @@ def summarize(trace: GpuTrace, duration_s: float, interval_s: float, torch: Torc
             )
         data["torch"] = [vars(td) for td in torch.devices]
     return "\n".join(lines), data
+
+
+def _cells(gpu: dict[str, Any]) -> list[str]:
+    """A GPU's figures as cards' cells: the peak of each summary metric (busy: its mean), in the
+    catalogue's words and units, then the energy."""
+    out = []
+    for m in shown_in(SUMMARY):
+        peak = gpu["peaks"].get(m.id)
+        if peak is None:
+            continue
+        text = f"{peak:.{m.decimals}f} {m.unit}"
+        if m.field == "utilization_gpu_percent" and gpu["util_mean_percent"] is not None:
+            out.append(cell(f"{_word(m)} mean", f"{gpu['util_mean_percent']:.{m.decimals}f} {m.unit}", f"peak {text}", m.help))
+        elif m.field == "memory_used_bytes":
+            change = gpu["memory_change_bytes"]
+            sub = f"{'+' if change > 0 else '-'}{units.gib(abs(change))} during the cell" if change else ""
+            total = f" / {units.gib(gpu['memory_total_bytes'])}" if gpu["memory_total_bytes"] else ""
+            out.append(cell(f"{_word(m)} peak", units.gib(gpu["memory_peak_bytes"]) + total, sub, m.help))
+        else:
+            out.append(cell(f"{_word(m)} peak", text, "", m.help))
+    if gpu["energy_j"]:
+        out.append(cell("energy", f"{gpu['energy_j'] / 1000:.2f} kJ"))
+    return out
+
+
+def summary_html(text: str, data: dict[str, Any]) -> str:
+    """The summary in the widgets' look: the first line of ``text`` as the title (SIMULATED as a
+    badge), a card per GPU, then the text's other lines (PyTorch, hints). Carries its own
+    stylesheet: a cell summary may be the only gpu-widgets output on the page."""
+    head, *rest = text.splitlines()
+    simulated = " · SIMULATED GPUs (not real devices)"
+    badge = ""
+    if simulated in head:
+        head = head.replace(simulated, "")
+        badge = ' <span class="gpuw-badge gpuw-s-sim">SIMULATED</span>'
+    cards = []
+    for gpu in data["gpus"]:
+        notes = []
+        if gpu["throttled_s"]:
+            spent = ", ".join(f"{LABELS.get(r, r)} {units.duration(s)}" for r, s in gpu["throttled_s"].items())
+            notes.append(note(f"throttled: {spent}", "gpuw-warn"))
+        else:
+            notes.append(note("no throttling"))
+        if gpu["lost_samples"]:
+            notes.append(note(f"LOST in {gpu['lost_samples']} sample{'s' if gpu['lost_samples'] != 1 else ''}", "gpuw-error"))
+        cards.append(card(gpu["index"], gpu["name"], _cells(gpu), notes, lost=bool(gpu["lost_samples"])))
+    lines = [line.strip() for line in rest if not line.startswith("  GPU ")]
+    sim_note = ('<div class="gpuw-note">SIMULATED GPUs: these are not real devices '
+                "(<code>GPU_WIDGETS_BACKEND=simulated</code>)</div>") if badge else ""
+    body = "".join(f'<div class="gpuw-muted">{escape(x)}</div>' for x in lines if x)
+    grid = f'<div class="gpuw-cards">{" ".join(cards)}</div>' if cards else ""
+    return (f"<style>{HEADER_CSS}</style><div class=\"gpuw-h gpu-widgets-summary\">"
+            f'<div><span class="gpuw-htitle">{escape(head)}</span>{badge}</div>{sim_note}{grid}{body}</div>')

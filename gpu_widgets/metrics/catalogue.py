@@ -22,6 +22,7 @@ SUMMARY = "summary"  # a figure in the ``%%gpuwatch`` cell summary
 VIEWS: tuple[str, ...] = (SIDEBAR, MONITOR, DASHBOARD, SUMMARY)
 
 GIB = float(1 << 30)
+TEMPERATURE_FLOOR_C = 20.0
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,10 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric(
         "temperature", "temperature_c", "GPU temperature", "°C",
-        "GPU core temperature.",
-        y_min=None,
+        "GPU core temperature, against the temperature at which the GPU slows down to cool.",
+        # From a floor below any working GPU's temperature to its slowdown limit: a degree of
+        # noise stays small, and a line near the top means "about to throttle".
+        y_min=TEMPERATURE_FLOOR_C, y_max_field="temperature_slowdown_c",
     ),
     Metric(
         "power", "power_w", "GPU power", "W",

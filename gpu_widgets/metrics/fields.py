@@ -40,12 +40,17 @@ SAMPLE_FIELDS: tuple[Field, ...] = (
     Field("throttle_reasons", FAST, "why clocks are held down now, as names (see gpu_widgets.metrics.throttle)"),
     Field("pcie_tx_bytes_per_s", SLOW, "PCIe transmit throughput, bytes/s (NVML reports KB/s over a 20 ms window)"),
     Field("pcie_rx_bytes_per_s", SLOW, "PCIe receive throughput, bytes/s"),
+    Field(
+        "temperature_slowdown_c",
+        SLOW,
+        "temperature at which the GPU slows its clocks to cool down (NVML slowdown threshold), degrees Celsius",
+    ),
     Field("processes", SLOW, "processes using the GPU: pid, used_memory_bytes, name, uid, user, command"),
 )
 
 # Fields kept as numeric time series in the history (the rest are lists or labels).
 SERIES_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in SAMPLE_FIELDS if f.name not in ("throttle_reasons", "processes")
+    f.name for f in SAMPLE_FIELDS if f.name not in ("throttle_reasons", "processes", "temperature_slowdown_c")
 )
 
 FAST_FIELDS: tuple[str, ...] = tuple(f.name for f in SAMPLE_FIELDS if f.cadence == FAST)

@@ -60,6 +60,7 @@ class SlowRead(TypedDict):
     index: int
     pcie_tx_bytes_per_s: float | None
     pcie_rx_bytes_per_s: float | None
+    temperature_slowdown_c: float | None
     processes: list[ProcessEntry] | None
     unavailable: Unavailable
 
@@ -69,6 +70,7 @@ class DeviceSample(FastRead):
 
     pcie_tx_bytes_per_s: float | None
     pcie_rx_bytes_per_s: float | None
+    temperature_slowdown_c: float | None
     processes: list[ProcessEntry] | None
 
 

@@ -12,6 +12,7 @@ import threading
 import time
 from html import escape
 import weakref
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -22,10 +23,12 @@ from ..sampling.snapshot import with_status
 from ..sampling.stall import STALE
 from . import leases
 from .cell_hooks import in_kernel
+from .gpu_summary import across, summarised
+from .dashboard_regions import Regions
 from .header import render_dashboard
 from .process_gpus import check_choice, watched
 from .torch_probe import probe
-from .view import ChartsView, color
+from .view import ChartsView, LineData, color
 
 MAX_WINDOW_S = 3600.0
 
@@ -40,9 +43,25 @@ def _series(dev: dict[str, Any], m: Metric) -> np.ndarray | None:
     return ys * m.scale if m.scale != 1.0 else ys
 
 
-def _top(m: Metric, devices: list[dict[str, Any]]) -> float | None:
-    """The chart's fixed top (``Metric.top``) from the GPUs drawn: their latest limit values."""
-    return m.top(v for dev in devices for v in (dev.get(m.y_max_field) or ())[-1:])  # type: ignore[arg-type]
+def summary_lines(metrics: Sequence[Metric], devices: list[dict[str, Any]], xs: np.ndarray) -> list[LineData]:
+    """Many GPUs, none this process's: per chart the GPUs' mean and their min–max band. The
+    history's columns share one time axis, so the aggregate is exact at every point."""
+    out: list[LineData] = []
+    for m in metrics:
+        rows = [ys for dev in devices if (ys := _series(dev, m)) is not None and len(ys) == len(xs)]
+        if not rows:
+            continue
+        mean, lo, hi = across(np.vstack(rows))
+        out.append((m.id, f"mean of {len(devices)} GPUs", color(0), "solid", xs, mean))
+        out.append((m.id, "min–max", color(0), "range", xs, np.vstack((lo, hi))))
+    return out
+
+
+def _top(m: Metric, latest: list[dict[str, Any]]) -> float | None:
+    """The chart's fixed top (``Metric.top``) from the GPUs drawn: their limit values in the
+    latest snapshot (the history keeps no series of a limit read on the slow cadence, such as
+    the slowdown temperature)."""
+    return m.top(dev.get(m.y_max_field) for dev in latest)  # type: ignore[arg-type]
 
 
 class _Handles:
@@ -96,10 +115,12 @@ class GpuDashboard:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.errors: list[str] = []
-        self._view = ChartsView(render_dashboard(None, None, self.window_s, False), time_domain=(-self.window_s, 0.0))
+        # The time axis spans the samples shown until they fill the window (no blank axis at first).
+        self._view = ChartsView(render_dashboard(None, None, self.window_s, False), time_window=self.window_s)
         # Read once: a dashboard keeps the charts it was made with.
         self.metrics: tuple[Metric, ...] = shown_in(DASHBOARD)
         self._tops: dict[str, float | None] = {}
+        self._regions = Regions()  # throttled and lost stretches, shaded as in the monitor
         for m in self.metrics:
             self._define(m, m.y_max)
         weakref.finalize(self, self._handles.release)  # a dropped dashboard returns its lease
@@ -168,7 +189,7 @@ class GpuDashboard:
     def _define(self, m: Metric, top: float | None) -> None:
         self._tops[m.id] = top
         self._view.define_chart(m.id, shared_x=True, title=m.title, x_label="seconds (0 = now)", y_label=m.unit,
-                                y_min=m.y_min, y_max=top, height="220px")
+                                y_min=m.y_min, y_max=top, decimals=m.decimals, height="220px")
 
     def _set_top(self, m: Metric, top: float | None) -> None:
         """Follow a limit field (memory total, power limit): a full chart means "at the limit"."""
@@ -180,32 +201,34 @@ class GpuDashboard:
     def _draw(self) -> None:
         sampler = self._sampler
         snap = sampler.latest if sampler is not None else None
-        lines = []
+        lines: list[LineData] = []
         missing: list[int] = []
         shown = None
+        summary = False
         if snap is not None:
-            shown = watched(self.gpus, snap, probe([d.get("uuid") for d in snap.get("devices", ())],
-                                                   snap.get("cuda_visible_devices")))
+            torch = probe([d.get("uuid") for d in snap.get("devices", ())], snap.get("cuda_visible_devices"))
+            shown = watched(self.gpus, snap, torch)
+            summary = summarised(self.gpus, snap, torch)
             now = snap["timestamp"]
             hist = sampler.history.since(now - self.window_s, max_points=self.max_points)
-            xs = [t - now for t in hist["timestamps"]]
+            xs = np.asarray([t - now for t in hist["timestamps"]], dtype=float)
             present = {d["index"] for d in hist["devices"]}
             missing = sorted(set(self.gpus) - present) if isinstance(self.gpus, frozenset) and present else []
             drawn = [dev for dev in hist["devices"] if shown is None or dev["index"] in shown]
+            latest = [dev for dev in snap.get("devices", ()) if shown is None or dev["index"] in shown]
             for m in self.metrics:
-                self._set_top(m, _top(m, drawn))
-            for dev in drawn:
-                for m in self.metrics:
-                    ys = _series(dev, m)
-                    if ys is not None:
-                        lines.append((m.id, f"GPU {dev['index']}", color(dev["index"]), "solid", xs, ys))
+                self._set_top(m, _top(m, latest))
+            lines = summary_lines(self.metrics, drawn, xs) if summary else [
+                (m.id, f"GPU {dev['index']}", color(dev["index"]), "solid", xs, ys)
+                for dev in drawn for m in self.metrics if (ys := _series(dev, m)) is not None]
+            lines += self._regions.lines(self.metrics, drawn, xs, self._tops, summary)
         if self.running and sampler is not None:
             status, reason = leases.freshness(sampler, None, None)
             if status == STALE:  # stuck: say so, over the last sample (or none)
                 snap = with_status(snap, status, reason, sampler.backend)
-        html = render_dashboard(snap, shown, self.window_s, self.running, self._config_error, missing)
+        html = render_dashboard(snap, shown, self.window_s, self.running, self._config_error, missing, summary)
         if self.errors:
-            html += f'<div style="color:#c62828">dashboard problem: {escape(self.errors[-1])}</div>'
+            html += f'<div class="gpuw-error">dashboard problem: {escape(self.errors[-1])}</div>'
         self._view.update(html, lines)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:

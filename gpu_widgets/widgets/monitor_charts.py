@@ -15,13 +15,17 @@ from typing import Any
 import numpy as np
 
 from ..metrics.catalogue import MONITOR, Metric, shown_in
-from ..runs.gpu_trace import DeviceTrace, curve_of, episode_line
+from ..runs.gpu_trace import DeviceTrace, curve_of
 from ..runs.records import Records
 from ..store.decimator import Decimator
 from .charts import ChartPlan, PlotSpec
+from .gpu_summary import aggregate, merged, region
 from .view import ChartsView, LineData, color
 
-THROTTLE_COLOR = "#d62728"
+THROTTLE_COLOR = "#ef6c00"  # the sidebar's throttle bands
+LOST_COLOR = "#757575"
+SUMMARY_COLOR = color(0)
+SUMMARY_THROTTLED = "throttled (any GPU)"
 METRIC_WEIGHT = 4  # a metric line gets this many times a GPU line's share of max_points
 MIN_LINE_POINTS = 16  # a line's share never goes below this, however many lines there are
 # Chart names the tests and saved widget states know; a new metric's chart is "gpu_<id>".
@@ -48,6 +52,21 @@ def chart_top(m: Metric, devices: Sequence[DeviceTrace]) -> float | None:
     """A GPU chart's top: the metric's ``y_max``, else the largest latest ``y_max_field`` of the
     GPUs shown (memory total, power limit) in the metric's unit; None: fit the data."""
     return m.top(d.latest.get(m.y_max_field) for d in devices)  # type: ignore[arg-type]
+
+
+def lost_episodes(d: DeviceTrace, t0: float) -> list[list[float]]:
+    """The stretches of samples in which the GPU did not answer, as [first, last] seconds since
+    ``t0``, from the samples the trace holds in memory (older ones went to the run log)."""
+    if not d.lost_samples or not len(d.lost):
+        return []
+    lost = np.array(d.lost, dtype=np.int8)  # a copy: the trace's arrays must stay growable
+    times = np.array(d.times, dtype=float)
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], lost != 0, [0])).astype(np.int8)))
+    return [[times[s] - t0, times[e - 1] - t0] for s, e in zip(edges[::2], edges[1::2])]
+
+
+def has_curve(d: DeviceTrace, curve: str) -> bool:
+    return curve in d.curves and d.curves[curve].count > 0
 
 
 def gpu_charts(curve_specs: Any) -> tuple[GpuChart, ...]:
@@ -77,30 +96,37 @@ class MonitorCharts:
         self.curve_pos: dict[str, int] = {}  # rows of each key already in its curve
         self.gpu_drawn: dict[int, int] = {}  # samples of each GPU last sent
         self.drawn_shares: tuple[int, int] | None = None
+        self.summary_names: list[tuple[str, str, str]] = []  # (chart, line, style) a summary drew
         self.tops: dict[str, float | None] = {}  # charts whose top follows a limit field: as last set
+        self.t0 = 0.0  # the run's start: x = 0 of the GPU curves
         view.define_chart("*", shared_x=self.on_time, x_label="seconds since start" if self.on_time else "step",
                           rank=0)
         for rank, chart in enumerate(charts, 1):
             m = chart.metric
             view.define_chart(chart.name, shared_x=True, title=m.title, x_label="seconds since start",
-                              y_label=m.unit, y_min=m.y_min, y_max=m.y_max, rank=rank)
+                              y_label=m.unit, y_min=m.y_min, y_max=m.y_max, decimals=m.decimals, rank=rank)
 
-    def shares(self, records: Records, devices: Sequence[DeviceTrace]) -> tuple[int, int]:
+    def shares(self, records: Records, devices: Sequence[DeviceTrace], summary: bool = False) -> tuple[int, int]:
         """Points per metric line and per GPU line: ``max_points`` split over all the lines drawn,
         a metric line getting ``METRIC_WEIGHT`` times a GPU line's share (GPUs are sampled at
-        1 Hz; the loss is what users read closely). Never below ``MIN_LINE_POINTS``."""
+        1 Hz; the loss is what users read closely). Never below ``MIN_LINE_POINTS``. A summary
+        draws per GPU chart a mean line and a band (two rows): three GPU lines' worth."""
         n_metric = sum(1 for key in records.keys if self.plan.chart_of(key) is not None)
-        n_gpu = sum(1 for d in devices for chart in self.gpu for curve, _, _ in chart.lines
-                    if curve in d.curves and d.curves[curve].count)
+        if summary:
+            n_gpu = 3 * sum(1 for chart in self.gpu if any(has_curve(d, chart.lines[0][0]) for d in devices))
+        else:
+            n_gpu = sum(1 for d in devices for chart in self.gpu for curve, _, _ in chart.lines if has_curve(d, curve))
         units = METRIC_WEIGHT * n_metric + n_gpu
         if not units:
             return self.max_points, self.max_points
         per = self.max_points / units
         return max(MIN_LINE_POINTS, int(per * METRIC_WEIGHT)), max(MIN_LINE_POINTS, int(per))
 
-    def lines(self, records: Records, n: int, devices: Sequence[DeviceTrace], t0: float | None) -> list[LineData]:
-        """The lines that changed since the last redraw (all of them when a line appeared)."""
-        shares = self.shares(records, devices)
+    def lines(self, records: Records, n: int, devices: Sequence[DeviceTrace], t0: float | None,
+              summary: bool = False) -> list[LineData]:
+        """The lines that changed since the last redraw (all of them when a line appeared);
+        ``summary``: the GPUs as one mean line and a min–max band per chart (gpu_summary)."""
+        shares = self.shares(records, devices, summary)
         metric_points, gpu_points = shares
         redraw_all = shares != self.drawn_shares  # a line appeared: every line gets its new share
         if redraw_all:
@@ -108,6 +134,7 @@ class MonitorCharts:
             self.gpu_drawn.clear()
         out: list[LineData] = []
         origin = (t0 or 0.0) if self.on_time else None
+        self.t0 = t0 or 0.0
         for i, key in enumerate(records.keys):
             dec = self.curves.get(key)
             if dec is None:
@@ -124,10 +151,17 @@ class MonitorCharts:
                 # x (seconds since start, or steps) in float32: ~ms for days, steps exact to 16 M.
                 # y stays float64: the values logged, exactly.
                 out.append((chart, key, color(i), "solid", np.asarray(px, np.float32), np.asarray(py, np.float64)))
-        for d in devices:
-            if self.gpu_drawn.get(d.index) != d.samples:
-                self.gpu_drawn[d.index] = d.samples
-                out.extend(self.gpu_lines(d, gpu_points))
+        if summary:
+            seen = sum(d.samples for d in devices)
+            if self.gpu_drawn.get(-1) != seen:  # -1: the summary's key (GPU indices are >= 0)
+                self.gpu_drawn[-1] = seen
+                out.extend(self.summary_lines(devices, gpu_points))
+        else:
+            out.extend(self.clear_summary())
+            for d in devices:
+                if self.gpu_drawn.get(d.index) != d.samples:
+                    self.gpu_drawn[d.index] = d.samples
+                    out.extend(self.gpu_lines(d, gpu_points))
         self.follow_limits(devices)
         return out
 
@@ -153,10 +187,53 @@ class MonitorCharts:
                     # float32 both ways: percents, GiB, °C and W need far fewer than 7 digits.
                     out.append((chart.name, name + suffix, c, style, np.asarray(px, np.float32),
                                 np.asarray(py, np.float32)))
-        if d.episodes:
-            busy = CHART_NAMES["utilization"]
-            out.append((busy, f"{name} throttled", THROTTLE_COLOR, "band", *episode_line(d.episodes, 97.0)))
+        throttled = self.throttle_region(f"{name} throttled", d.episodes, [d])
+        if throttled is not None:
+            out.append(throttled)
+        lost = lost_episodes(d, self.t0)
+        for chart in self.gpu if lost else ():  # shaded on each of its charts, as in the sidebar
+            m = chart.metric
+            low = m.y_min if m.y_min is not None else 0.0
+            top = chart_top(m, [d])
+            out.append((chart.name, f"{name} lost", LOST_COLOR, "lost", *region(lost, low, low + 1 if top is None else top)))
         return out
+
+    def throttle_region(self, name: str, episodes: list[list[float]], devices: Sequence[DeviceTrace]) -> LineData | None:
+        """Throttle episodes as a translucent region over the whole height of the GPU-busy chart."""
+        busy = next((c for c in self.gpu if c.name == CHART_NAMES["utilization"]), None)
+        if not episodes or busy is None:
+            return None
+        m = busy.metric
+        low = m.y_min if m.y_min is not None else 0.0
+        top = chart_top(m, devices)
+        return (busy.name, name, THROTTLE_COLOR, "region", *region(episodes, low, 100.0 if top is None else top))
+
+    def summary_lines(self, devices: Sequence[DeviceTrace], points: int) -> list[LineData]:
+        """Per GPU chart the mean of the GPUs and their min–max band; the throttle episodes of
+        all of them as one region."""
+        out: list[LineData] = []
+        for chart in self.gpu:
+            curve = chart.lines[0][0]
+            agg = aggregate((d.curves[curve].points(points) for d in devices if curve in d.curves), points)
+            if agg is None:
+                continue
+            xs, mean, band = agg
+            x32 = np.asarray(xs, np.float32)
+            out.append((chart.name, f"mean of {len(devices)} GPUs", SUMMARY_COLOR, "solid", x32, np.asarray(mean, np.float32)))
+            out.append((chart.name, "min–max", SUMMARY_COLOR, "range", x32, np.asarray(band, np.float32)))
+        throttled = self.throttle_region(SUMMARY_THROTTLED, merged(e for d in devices for e in d.episodes), devices)
+        if throttled is not None:
+            out.append(throttled)
+        drawn = self.summary_names + [(c, name, style) for c, name, _, style, _, _ in out]
+        self.summary_names = list(dict.fromkeys(drawn))
+        return out
+
+    def clear_summary(self) -> list[LineData]:
+        """Once the process uses a GPU after all (PyTorch started): the summary's lines emptied."""
+        names, self.summary_names = self.summary_names, []
+        empty = np.zeros(0, np.float32)
+        return [(c, name, SUMMARY_COLOR, style, empty, np.zeros((2, 0), np.float32) if style == "range" else empty)
+                for c, name, style in names]
 
     def nonfinite(self, records: Records) -> dict[str, tuple[int, float, int]]:
         """Keys that logged NaN or inf: (step of the first, its value, how many)."""

@@ -74,6 +74,14 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
     trace = gpus.trace
     backend_status, backend_reason = gpus.freshness(running)
     detail = run.detail()
+    summary = gpus.summarised()
+    advice = advice_for_run(
+        devices, progress.batch_size or counter.first_batch,
+        cpu_tensors_only="torch" in sys.modules and records.tensor_devices == {"cpu"},
+        gpus_present=trace.status == "ok" and bool(trace.devices),
+    )
+    if summary:  # the GPUs are other processes': only "training runs on the CPU" is about this run
+        advice = [a for a in advice if a.kind == "cpu"]
     return render_monitor(MonitorText(
         title=title, status=run.state, status_detail=None if detail is None else detail[:400],
         steps_done=steps_done(records), rows=records.size, total_steps=progress.total_steps,
@@ -82,11 +90,6 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
         energy_j=sum(energies) if energies else None,
         latest=latest, nonfinite=charts.nonfinite(records), backend=trace.backend,
         backend_status=backend_status, backend_reason=backend_reason, config_error=gpus.config_error,
-        devices=devices, torch=gpus.torch, errors=run.errors,
-        advice=advice_for_run(
-            devices, progress.batch_size or counter.first_batch,
-            cpu_tensors_only="torch" in sys.modules and records.tensor_devices == {"cpu"},
-            gpus_present=trace.status == "ok" and bool(trace.devices),
-        ),
+        devices=devices, torch=gpus.torch, errors=run.errors, summary=summary, advice=advice,
         notes=notes, run_dir=str(run_dir) if run_dir is not None else None,
     ))

@@ -187,7 +187,7 @@ class MonitorRun:
             self.tick_lock.release()
 
     def draw(self, n: int) -> None:
-        lines = self.charts.lines(self.records, n, self.gpus.shown(), self.run.t0)
+        lines = self.charts.lines(self.records, n, self.gpus.shown(), self.run.t0, self.gpus.summarised())
         self.view.update(self.header_html(), lines)
 
     def header_html(self) -> str:
@@ -247,7 +247,14 @@ class MonitorRun:
 def _finish_at_exit() -> None:
     # A script that ends without finish(): write out what is left. An uncaught exception
     # (sys.last_value, set before atexit runs) marks the run failed.
-    failed = getattr(sys, "last_value", None) if "IPython" not in sys.modules else None
+    # In an IPython shell sys.last_value is an earlier cell's error, not why the process ends.
+    # ipywidgets imports IPython in scripts too, so ask for a running shell, not the module.
+    failed = None if _in_ipython_shell() else getattr(sys, "last_value", None)
     for r in list(_live):
         if r.run.state == State.RUNNING:
-            r.stop(State.FAILED if failed is not None else State.FINISHED, failed)
+            r.stop(State.after(failed), failed)
+
+
+def _in_ipython_shell() -> bool:
+    get_ipython = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    return get_ipython is not None and get_ipython() is not None

@@ -10,6 +10,7 @@ from ..runs.gpu_trace import DeviceTrace, GpuTrace
 from ..sampling.sampler import Sampler
 from . import leases, run_state
 from .background import Resources
+from .gpu_summary import summarised
 from .process_gpus import Choice, watched
 from .torch_probe import TorchState, probe, torch_fields
 
@@ -66,6 +67,11 @@ class RunGpus:
         snap = self.trace.last_snapshot
         keep = None if snap is None or self.readonly else self.watched(snap)
         return [d for i, d in sorted(self.trace.devices.items()) if keep is None or i in keep]
+
+    def summarised(self) -> bool:
+        """Many GPUs shown only because this process uses none (``gpus="auto"``): the charts and
+        the header show them as one summary (gpu_summary). A loaded run shows what it recorded."""
+        return not self.readonly and summarised(self.choice, self.trace.last_snapshot, self.torch)
 
     def freshness(self, running: bool) -> tuple[str | None, str | None]:
         """The backend's status and reason for the header ("stale" when the sampler is stuck)."""

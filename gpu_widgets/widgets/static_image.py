@@ -1,8 +1,9 @@
 """A PNG of a run's charts, for places that cannot run widgets (GitHub, nbviewer, a report).
 
-The same charts as the widget: the metric charts, then the GPU charts of the metric catalogue
-(``shown_in(MONITOR)``: busy % with throttle episodes shaded, memory with PyTorch's allocated and
-reserved, temperature, power), with the catalogue's titles and y ranges. Drawn with matplotlib's
+The same charts as the widget, laid out the same way: the metric charts, then the GPU charts of
+the metric catalogue (``shown_in(MONITOR)``: busy % with throttle episodes shaded orange as in the
+sidebar, memory with PyTorch's allocated and reserved, temperature, power), with the catalogue's
+titles and fixed y ranges, each chart's title and legend (with latest values) above its plot. Drawn with matplotlib's
 object API on the Agg canvas, never ``pyplot``: no global figure state, no interference with the
 user's own plots or backend.
 """
@@ -18,9 +19,27 @@ from .monitor_charts import CHART_NAMES, chart_top, gpu_charts
 from ..store.decimator import Decimator
 from ..runs.gpu_trace import GpuTrace
 from ..runs.records import Records
+from .legend import value_text
 from .view import color
 
 STYLES = {"solid": "-", "dashed": "--", "dotted": ":"}  # the widget's line styles in matplotlib's words
+REGION_COLOR = "#ef6c00"  # throttle episodes, as the sidebar's bands
+MUTED = "#616161"
+
+
+def _last(ys: Sequence[float]) -> float | None:
+    return next((float(v) for v in reversed(ys) if v == v), None)
+
+
+def _head(ax: Any, title: str) -> None:
+    """The widget's card head: the title, small and muted, over a legend row with the latest
+    values, both above the plot (never a legend box over the data)."""
+    labels = ax.get_legend_handles_labels()[1]
+    per_row = 4 if max(map(len, labels), default=0) <= 14 else 3  # keep the row within the plot's width
+    leg = ax.legend(title=title.upper(), loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=max(1, min(len(labels), per_row)),
+                    frameon=False, fontsize=7, title_fontsize=7, alignment="left", borderaxespad=0.2,
+                    handlelength=1.4, columnspacing=1.0)
+    leg.get_title().set_color(MUTED)
 
 
 def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
@@ -52,30 +71,36 @@ def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, d
             dec = Decimator(max_points)
             xs, ys, _ = records.points(key, 0, records.size, time_origin)
             dec.extend(xs, ys)
-            ax.plot(*dec.points(), color=color(i), label=key, linewidth=1.2)
-        ax.set_title(chart, fontsize=9)
+            px, py = dec.points()
+            ax.plot(px, py, color=color(i), label=f"{key} {value_text(_last(py), '', None)}", linewidth=1.2)
         ax.set_xlabel(x_label, fontsize=8)
-        ax.legend(fontsize=7)
+        _head(ax, chart)
     for ax, panel in zip(axes[len(charts):], gpu_panels):
         busy = panel.name == CHART_NAMES["utilization"]
+        m, top = panel.metric, chart_top(panel.metric, devices)
+        highest = -math.inf
         for d in devices:
             for curve, suffix, style in panel.lines:
                 if curve in d.curves and d.curves[curve].count:
-                    ax.plot(*d.curves[curve].points(), color=color(d.index), linestyle=STYLES.get(style, "-"),
-                            linewidth=1.2, label=f"GPU {d.index}{suffix}")
-            if busy:
-                for start, end in d.episodes:
-                    ax.axvspan(start, max(end, start + 0.5), color="#d62728", alpha=0.25, linewidth=0)
-        m, top = panel.metric, chart_top(panel.metric, devices)
+                    px, py = d.curves[curve].points()
+                    highest = max([highest, *(v for v in py if v == v)])
+                    value = value_text(_last(py), m.unit, m.decimals)
+                    ax.plot(px, py, color=color(d.index), linestyle=STYLES.get(style, "-"),
+                            linewidth=1.2, label=f"GPU {d.index}{suffix} {value}")
+        if busy:  # shaded over the whole height as in the widget, named once
+            spans = [(start, max(end, start + 0.5)) for d in devices for start, end in d.episodes]
+            for k, (start, end) in enumerate(spans):
+                ax.axvspan(start, end, color=REGION_COLOR, alpha=0.2, linewidth=0, label="throttled" if k == 0 else None)
+        # The catalogue's fixed range; data past a fixed top widens it (never cut off).
         if m.y_min is not None or top is not None:
-            ax.set_ylim(bottom=m.y_min, top=top)
-        throttled = busy and any(d.episodes for d in devices)
-        ax.set_title(panel.title + (" · red: throttled" if throttled else ""), fontsize=9)
+            ax.set_ylim(bottom=m.y_min, top=None if top is None else max(top, highest))
         ax.set_xlabel("seconds since start", fontsize=8)
-        ax.legend(fontsize=7)
+        _head(ax, panel.title)
     for ax in axes:
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=7, colors="#616161")
         ax.grid(alpha=0.3)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
     for ax in axes[panels:]:
         ax.set_visible(False)
     buf = io.BytesIO()

@@ -1,12 +1,14 @@
-"""The widgets: an HTML header over bqplot charts, updated in place and in batches.
+"""The widgets: an HTML header over cards of bqplot charts, updated in place and in batches.
 
 Marks are created once and then only their ``x``/``y`` change (sent as binary arrays); every
 widget touched by one update is held with ``hold_sync()`` so each sends one message. Callers pass
 already bounded data (see decimator) and only what changed; a numpy float array (float32 for
 the monitor) is sent as it is, anything else as float64.
 
-Axes get round tick values computed here from the data sent (see ticks), sent only when they
-change; a chart shows its legend once it has two lines (one line is named by the title).
+Each chart is a card (chart_card): a head with its title and a legend row (colour, name, latest
+value) above the plot, never a legend box over the data. Axes get round tick values computed
+here from the data sent (see ticks), sent only when they change. The look (theme) is one
+``<style>`` widget made with the view, never resent by a redraw.
 """
 from __future__ import annotations
 
@@ -14,18 +16,22 @@ import contextlib
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from bqplot import Axis, Figure, LinearScale, Lines
+from bqplot import Axis, LinearScale
 from ipywidgets import HTML, GridBox, Layout, VBox, Widget
 
+from .chart_card import NO_EXTENT, Chart, Extent, extent, span
+from .theme import style_widget
 from .ticks import nice_ticks
+
+# Chart and the extent helpers moved to chart_card; importing them from here keeps working.
+__all__ = ["ChartsView", "Chart", "LineData", "color", "extent", "Extent", "NO_EXTENT", "PALETTE"]
 
 X_TICKS = 6
 Y_TICKS = 5
-# The legend box hides the lines under it instead of mixing with them; the theme's background
-# where JupyterLab's variables exist, white elsewhere.
-LEGEND_STYLE = {"fill": "var(--jp-layout-color0, white)", "fill-opacity": "0.85"}
-Extent = tuple[float, float, float, float]  # x min, x max, y min, y max (NaN: no finite point)
-NO_EXTENT: Extent = (np.nan, np.nan, np.nan, np.nan)
+# A window counts as full once the oldest point is this close to its start (samples are whole
+# intervals apart, so the oldest one kept sits up to one interval inside the window).
+FULL_SLACK = 0.03
+MIN_TIME_SPAN_S = 2.0  # a lone first sample is shown on the last 2 s, not on a zero-width axis
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 
@@ -34,108 +40,50 @@ def color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-class Chart:
-    """One figure whose lines are addressed by name."""
-
-    def __init__(self, title: str, x_label: str, y_label: str = "", y_min: float | None = None,
-                 y_max: float | None = None, height: str = "240px", x_scale: LinearScale | None = None) -> None:
-        # Charts given the same x_scale share their x range: one time axis for all of them.
-        self.x_scale = x_scale or LinearScale()
-        # A fixed end (0-100 %) must stay where it is: no padding beyond it.
-        self.y_scale = LinearScale(min=y_min, max=y_max, allow_padding=y_min is None and y_max is None)
-        self.y_fixed = tuple(v for v in (y_min, y_max) if v is not None)
-        self.x_axis = Axis(scale=self.x_scale, side="bottom", label=x_label, tick_format="~g")
-        self.y_axis = Axis(scale=self.y_scale, side="left", label=y_label, tick_format="~g")
-        self.figure = Figure(
-            marks=[],
-            axes=[self.x_axis, self.y_axis],
-            title=title,
-            legend_location="top-right",
-            legend_style=LEGEND_STYLE,
-            animation_duration=0,
-            fig_margin={"top": 36, "bottom": 40, "left": 66, "right": 16},
-            layout=Layout(width="100%", height=height, min_width="300px"),
-        )
-        self.lines: dict[str, Lines] = {}
-        self.extents: dict[str, Extent] = {}  # per line, of the data last sent
-
-    def y_range(self) -> tuple[float, float]:
-        """The y values shown: every line's, and the fixed ends of the axis."""
-        return _span([e[2] for e in self.extents.values()] + list(self.y_fixed),
-                     [e[3] for e in self.extents.values()] + list(self.y_fixed))
-
-    def x_range(self) -> tuple[float, float]:
-        return _span([e[0] for e in self.extents.values()], [e[1] for e in self.extents.values()])
-
-    def line(self, name: str, line_color: str, style: str = "solid") -> tuple[Lines, bool]:
-        """The line called ``name``; True when it was just made (the figure needs its new marks)."""
-        mark = self.lines.get(name)
-        if mark is not None:
-            return mark, False
-        mark = Lines(
-            x=np.zeros(0), y=np.zeros(0),
-            scales={"x": self.x_scale, "y": self.y_scale},
-            labels=[name], display_legend=bool(self.lines), colors=[line_color],
-            line_style="solid" if style == "band" else style, stroke_width=6 if style == "band" else 1.6,
-            opacities=[0.6 if style == "band" else 1.0],
-        )
-        if len(self.lines) == 1:
-            next(iter(self.lines.values())).display_legend = True  # two lines now: name them
-        self.lines[name] = mark
-        return mark, True
-
-
-def _span(lows: Sequence[float], highs: Sequence[float]) -> tuple[float, float]:
-    lows = [v for v in lows if v == v]
-    highs = [v for v in highs if v == v]
-    return (min(lows), max(highs)) if lows and highs else (np.nan, np.nan)
-
-
-def extent(xs: np.ndarray, ys: np.ndarray) -> Extent:
-    """The lines' bounding box, NaN (a gap in a line) left out. fmin/fmax skip NaN without the
-    masks and copies a filter would make: this runs for every line on every redraw."""
-    if not xs.size or not ys.size:
-        return NO_EXTENT
-    return (float(np.fmin.reduce(xs)), float(np.fmax.reduce(xs)),
-            float(np.fmin.reduce(ys)), float(np.fmax.reduce(ys)))
-
-
 # One line's update: (chart name, line name, colour, style, xs, ys); style is a bqplot line_style
-# ("solid", "dashed", "dotted", "dash_dotted") or "band" (a thick translucent marker line).
+# ("solid", "dashed", "dotted", "dash_dotted"), "band" (a thick translucent marker line), or a
+# shaded area: "region"/"lost" (episodes) or "range" (ys 2 x n: a band between two curves); see
+# chart_card.
 LineData = tuple[str, str, str, str, Sequence[float], Sequence[float]]
 
 
-def _array(values: Sequence[float]) -> np.ndarray:
-    """A float array as given (a caller may send float32: half the bytes), else float64."""
-    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
-        return values
-    return np.asarray(values, dtype=float)
-
-
 class ChartsView:
-    """Header + a responsive grid of charts; charts appear when their first line does."""
+    """Header + a responsive grid of chart cards; charts appear when their first line does.
 
-    def __init__(self, header_html: str = "", time_domain: tuple[float | None, float | None] = (None, None)) -> None:
+    ``time_domain``: the common time axis's ends, fixed, or following the data where None (a
+    run: from 0 to its latest point). ``time_window`` (seconds; the axis ends at 0 = now): the
+    axis spans the data shown until they fill the window, then the whole window.
+    """
+
+    def __init__(self, header_html: str = "", time_domain: tuple[float | None, float | None] = (None, None),
+                 time_window: float | None = None) -> None:
+        if time_window is not None and not time_window > 0:
+            raise ValueError(f"time_window must be a positive number of seconds, got {time_window!r}")
         self.header = HTML(value=header_html)
         self.grid = GridBox(
             children=[],
-            layout=Layout(grid_template_columns="repeat(auto-fill, minmax(340px, 1fr))", grid_gap="4px", width="100%"),
+            layout=Layout(grid_template_columns="repeat(auto-fill, minmax(340px, 1fr))", grid_gap="8px",
+                          width="100%"),
         )
-        self.widget = VBox([self.header, self.grid], layout=Layout(width="100%"))
+        self.grid.add_class("gpuw-charts")
+        self.style = style_widget()  # sent once, with the view
+        self.widget = VBox([self.header, self.grid, self.style], layout=Layout(width="100%"))
+        self.widget.add_class("gpuw")
         self.charts: dict[str, Chart] = {}
         self._chart_specs: dict[str, dict] = {}
-        # The common time axis: fixed (a dashboard's window) or following the data at an end left
-        # None (a run: from its start, 0, to the latest point).
+        self.time_window = time_window
         lo, hi = time_domain
+        if time_window is not None:
+            lo, hi = -time_window, 0.0 if hi is None else hi
         self.time_scale = LinearScale(min=lo, max=hi, allow_padding=False)
-        self._time_fixed = tuple(v for v in time_domain if v is not None)
+        self._time_fixed = tuple(v for v in (lo, hi) if v is not None and time_window is None)
         self._rank: dict[str, int] = {}
         self._ticks: dict[Axis, tuple[float, ...]] = {}  # as last sent
 
     def define_chart(self, name: str, shared_x: bool = False, **spec) -> None:
-        """Register how chart ``name`` looks (title, axis labels, y range); shown on first data.
-        ``shared_x``: on the view's common time axis; ``rank``: charts sort by it in the grid;
-        ``"*"``: the look of charts not registered by name."""
+        """Register how chart ``name`` looks (title, axis labels, y range, ``decimals`` of the
+        legend's values); shown on first data. ``shared_x``: on the view's common time axis;
+        ``rank``: charts sort by it in the grid; ``"*"``: the look of charts not registered by name."""
         if shared_x:
             spec["x_scale"] = self.time_scale
         self._chart_specs[name] = spec
@@ -147,8 +95,11 @@ class ChartsView:
             spec["y_max"] = top
         chart = self.charts.get(name)
         if chart is not None:
-            chart.y_scale.max = top
-            chart.y_fixed = tuple(v for v in (spec.get("y_min") if spec else None, top) if v is not None)
+            chart.y_max = top
+            if top is None:
+                chart.y_scale.max = None
+            else:
+                chart.fit_fixed_ends()
 
     @property
     def line_count(self) -> int:
@@ -157,7 +108,6 @@ class ChartsView:
     def update(self, header_html: str | None, lines: Sequence[LineData]) -> None:
         new_charts: list[Chart] = []
         new_marks: list[Chart] = []
-        held: list[Widget] = []
         for chart_name, line_name, line_color, style, _, _ in lines:
             chart = self.charts.get(chart_name)
             if chart is None:
@@ -165,7 +115,7 @@ class ChartsView:
                 self._rank[chart_name] = spec.pop("rank", 0)
                 chart = self.charts[chart_name] = Chart(**{**spec, "title": spec.get("title") or chart_name})
                 new_charts.append(chart)
-            mark, made = chart.line(line_name, line_color, style)
+            _, made = chart.line(line_name, line_color, style)
             if made and chart not in new_marks:
                 new_marks.append(chart)
         with contextlib.ExitStack() as stack:
@@ -174,18 +124,32 @@ class ChartsView:
             touched: dict[str, Chart] = {}
             for chart_name, line_name, _, _, xs, ys in lines:
                 chart = touched[chart_name] = self.charts[chart_name]
-                mark = chart.lines[line_name]
-                stack.enter_context(mark.hold_sync())
-                held.append(mark)
-                mark.x = x = _array(xs)
-                mark.y = y = _array(ys)
-                chart.extents[line_name] = extent(x, y)
+                stack.enter_context(chart.lines[line_name].hold_sync())
+                chart.set_data(line_name, xs, ys)
             for chart in new_marks:
-                chart.figure.marks = list(chart.lines.values())
+                chart.figure.marks = chart.marks_in_order()
+            for chart in touched.values():
+                chart.fit_fixed_ends()
+                head = chart.head_html()
+                if head != chart.head.value:  # the latest values changed: a few hundred bytes
+                    chart.head.value = head
             self._set_ticks(touched.values(), stack)
         if new_charts:
             order = sorted(self.charts, key=lambda name: self._rank.get(name, 0))  # stable: first come first
-            self.grid.children = [self.charts[name].figure for name in order]
+            self.grid.children = [self.charts[name].card for name in order]
+
+    def _time_range(self, on_time: list[Chart]) -> tuple[float, float]:
+        ranges = [c.x_range() for c in on_time]
+        lo, hi = span([r[0] for r in ranges], [r[1] for r in ranges])
+        if self.time_window is None:
+            return span([lo, *self._time_fixed], [hi, *self._time_fixed])
+        end, start = float(self.time_scale.max), -self.time_window
+        if not lo == lo or lo - start <= FULL_SLACK * self.time_window:
+            lo = start  # no data yet, or the window is full: the whole window
+        lo = min(max(lo, start), end - min(MIN_TIME_SPAN_S, self.time_window))
+        if self.time_scale.min != lo:
+            self.time_scale.min = lo
+        return lo, end
 
     def _set_ticks(self, charts: Iterable[Chart], stack: contextlib.ExitStack) -> None:
         """Round ticks for the axes whose data changed; an axis is sent only when its ticks do."""
@@ -198,9 +162,7 @@ class ChartsView:
             elif not on_time:
                 on_time = [c for c in self.charts.values() if c.x_scale is self.time_scale]
         if on_time:  # one range and one set of ticks for every chart on the shared time axis
-            ranges = [c.x_range() for c in on_time]
-            lo, hi = _span([r[0] for r in ranges] + list(self._time_fixed), [r[1] for r in ranges] + list(self._time_fixed))
-            ticks = nice_ticks(lo, hi, X_TICKS)
+            ticks = nice_ticks(*self._time_range(on_time), X_TICKS)
             axes += [(c.x_axis, ticks) for c in on_time]
         for axis, ticks in axes:
             if ticks and ticks != self._ticks.get(axis):
@@ -210,7 +172,6 @@ class ChartsView:
 
     def close(self) -> None:
         for chart in self.charts.values():
-            for mark in chart.lines.values():
-                mark.close()
-            chart.figure.close()
+            chart.close()
+        self.style.close()
         self.widget.close()

@@ -271,6 +271,8 @@ export interface components {
             pcie_tx_bytes_per_s: number | null;
             /** @description PCIe receive throughput, bytes/s */
             pcie_rx_bytes_per_s: number | null;
+            /** @description temperature at which the GPU slows its clocks to cool down (NVML slowdown threshold), degrees Celsius */
+            temperature_slowdown_c: number | null;
             /** @description processes using the GPU: pid, used_memory_bytes, name, uid, user, command */
             processes: components["schemas"]["Process"][] | null;
             /** @description field name -> why it is null */

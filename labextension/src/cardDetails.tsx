@@ -135,14 +135,58 @@ export function SpecCard(props: { id: string; index: number; info: IDeviceInfo |
     ['MIG mode', migText(info) ?? na('mig_mode')],
     ['UUID', info.uuid ?? na('uuid')]
   ];
+  const uuid = info.uuid;
   return (
     <dl id={id} className="jp-GpuWidgets-spec" aria-label={`Specifications of GPU ${index}`}>
       {rows.map(([k, v]) => (
         <React.Fragment key={k}>
           <dt>{k}</dt>
-          <dd>{v}</dd>
+          {k === 'UUID' && uuid ? (
+            <dd className="jp-GpuWidgets-uuid">
+              <span className="jp-GpuWidgets-uuidText" title={uuid}>
+                {uuid}
+              </span>
+              <CopyButton text={uuid} what="UUID" />
+            </dd>
+          ) : (
+            <dd>{v}</dd>
+          )}
         </React.Fragment>
       ))}
     </dl>
+  );
+}
+
+/** Copies a value to the clipboard and says so for a moment. */
+function CopyButton(props: { text: string; what: string }): JSX.Element {
+  const [done, setDone] = React.useState<'copied' | 'failed' | null>(null);
+  React.useEffect(() => {
+    if (done === null) {
+      return;
+    }
+    const timer = window.setTimeout(() => setDone(null), 1500);
+    return () => window.clearTimeout(timer);
+  }, [done]);
+  const copy = (): void => {
+    // The clipboard needs a secure context (https or localhost); elsewhere say it failed.
+    const clip = navigator.clipboard;
+    if (!clip) {
+      setDone('failed');
+      return;
+    }
+    clip.writeText(props.text).then(
+      () => setDone('copied'),
+      () => setDone('failed')
+    );
+  };
+  return (
+    <button
+      className="jp-GpuWidgets-button jp-GpuWidgets-copy"
+      onClick={copy}
+      title={`Copy the ${props.what}`}
+      aria-label={`Copy the ${props.what}`}
+    >
+      {done === 'copied' ? 'Copied' : done === 'failed' ? 'Failed' : 'Copy'}
+    </button>
   );
 }

@@ -37,6 +37,8 @@ export interface IChartData {
 
 const HEIGHT_PX = 38;
 const BAND_ALPHA = 0.22;
+/** Space between the cursor line and the tooltip. */
+const TOOLTIP_GAP_PX = 6;
 
 export class HistoryChart {
   constructor(host: HTMLElement, label: string) {
@@ -203,10 +205,17 @@ export class HistoryChart {
     }
     this._tooltip.textContent = parts.join(' · ');
     this._tooltip.hidden = false;
+    // Inside the plot, beside the cursor on its wider side (wrapping to fit there): it covers
+    // neither the metric's title and value above the chart nor the point it explains, and
+    // never leaves the card.
     const x = u.cursor.left ?? 0;
     const hostW = this._host.clientWidth;
-    const tipW = this._tooltip.offsetWidth;
-    this._tooltip.style.left = `${Math.max(0, Math.min(hostW - tipW, x - tipW / 2))}px`;
+    const right = x < hostW / 2;
+    const room = Math.max(0, right ? hostW - x - TOOLTIP_GAP_PX : x - TOOLTIP_GAP_PX);
+    this._tooltip.style.maxWidth = `${room}px`;
+    const tipW = Math.min(this._tooltip.offsetWidth, room);
+    const left = right ? x + TOOLTIP_GAP_PX : x - TOOLTIP_GAP_PX - tipW;
+    this._tooltip.style.left = `${Math.max(0, left)}px`;
   }
 
   private _data: IChartData | null = null;

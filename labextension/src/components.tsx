@@ -9,7 +9,7 @@
 import * as React from 'react';
 
 import { Catalogue } from './catalogue';
-import { HistoryChart, IChartData } from './chart';
+import { IChartData } from './chart';
 import { formatClock, formatDuration } from './format';
 import { chartRange, formatValue, metricReading, NOT_AVAILABLE, unavailableReason } from './metrics';
 import { IGpu } from './gpus';
@@ -20,6 +20,9 @@ import { IDLE_REASON, IMetricInfo, SIMULATED_HINT } from './tokens';
 
 import { ProcessList, SpecCard } from './cardDetails';
 import { StateMessage } from './stateMessage';
+import { Overview } from './overviewTable';
+import { Chart } from './chartView';
+import { rangeLabels, timeSpan } from './axes';
 
 /** What every view below needs from the sidebar widget. */
 export interface IViewContext {
@@ -41,6 +44,22 @@ export function SidebarView(props: IViewContext): JSX.Element {
   const catalogue = model.catalogue;
   // The catalogue is read before the first samples: no GPU is known without it.
   const showCards = catalogue !== null && gpus.length > 0 && (state.kind === 'ok' || stale);
+  const [picked, setPicked] = React.useState<readonly number[]>([]);
+  const [scrollTo, setScrollTo] = React.useState<number | null>(null);
+  const cardsRef = React.useRef<HTMLDivElement>(null);
+  const shown = shownCards(gpus, picked);
+  const select = (index: number, add: boolean): void => {
+    const now = shown.map(g => g.index);
+    setPicked(add ? (now.includes(index) ? now.filter(i => i !== index) : [...now, index]) : [index]);
+    setScrollTo(index);
+  };
+  React.useEffect(() => {
+    // After the click's render: bring the card into view.
+    if (scrollTo !== null) {
+      cardsRef.current?.querySelector(`[data-gpu-index="${scrollTo}"]`)?.scrollIntoView({ block: 'nearest' });
+      setScrollTo(null);
+    }
+  }, [scrollTo]);
   return (
     <div className="jp-GpuWidgets-body">
       <header className="jp-GpuWidgets-header">
@@ -60,20 +79,62 @@ export function SidebarView(props: IViewContext): JSX.Element {
       </header>
       {model.simulated && (
         <div className="jp-GpuWidgets-simulatedNote" role="note">
-          <span className="jp-GpuWidgets-badge">SIMULATED</span> Made-up readings for demos and tests (
-          <code>{SIMULATED_HINT}</code>), not real GPUs.
+          <span className="jp-GpuWidgets-badge">SIMULATED</span> Made-up readings for demos and tests, not real
+          GPUs: <SimulatedHint />
         </div>
       )}
       <StateMessage state={state} onRetry={() => void model.refresh()} />
+      {showCards && gpus.length > 1 && (
+        <Overview
+          gpus={gpus}
+          metrics={catalogue!.metrics}
+          // Marked only when the cards are a choice (with every card shown, none is chosen).
+          selected={shown.length < gpus.length ? shown.map(g => g.index) : []}
+          onSelect={select}
+        />
+      )}
       {showCards && (
-        <div className={`jp-GpuWidgets-cards${stale ? ' jp-mod-stale' : ''}`}>
-          {gpus.map(gpu => (
+        <div className={`jp-GpuWidgets-cards${stale ? ' jp-mod-stale' : ''}`} ref={cardsRef}>
+          {shown.length < gpus.length && (
+            <p className="jp-GpuWidgets-muted jp-GpuWidgets-cardsHint">
+              {shown.length === 1 ? 'The card of one GPU' : `The cards of ${shown.length} GPUs`} of {gpus.length}: click
+              a row above for another, Ctrl-click for several.
+            </p>
+          )}
+          {shown.map(gpu => (
             <GpuCard key={gpu.index} gpu={gpu} catalogue={catalogue!} ctx={props} />
           ))}
         </div>
       )}
     </div>
   );
+}
+
+/** `GPU_WIDGETS_BACKEND=simulated`, which may break after the `=` only (never mid-name). */
+function SimulatedHint(): JSX.Element {
+  const [name, value] = SIMULATED_HINT.split('=');
+  return (
+    <code className="jp-GpuWidgets-hint">
+      <span>{name}=</span>
+      <wbr />
+      <span>{value}</span>
+    </code>
+  );
+}
+
+/**
+ * Up to this many GPUs every card is shown; past it only the cards picked in the overview
+ * (the first GPU's until one is picked), so eight or 64 GPUs do not make the panel screens long.
+ */
+export const ALL_CARDS_UP_TO = 2;
+
+/** The cards to show, in index order. */
+function shownCards(gpus: readonly IGpu[], picked: readonly number[]): readonly IGpu[] {
+  if (gpus.length <= ALL_CARDS_UP_TO) {
+    return gpus;
+  }
+  const chosen = gpus.filter(g => picked.includes(g.index));
+  return chosen.length ? chosen : gpus.slice(0, 1);
 }
 
 /** One GPU: its name, a row and a chart per metric, the throttle legend and its processes. */
@@ -92,6 +153,7 @@ function GpuCard(props: { gpu: IGpu; catalogue: Catalogue; ctx: IViewContext }):
   const order = (reason: string): number => catalogue.reasonOrder(reason);
   const episodes: IEpisode[] = cols ? [...throttleEpisodes(tl.t, cols.throttle, order), ...lostEpisodes(tl.t, cols.lost)] : [];
   const latestT = tl.last;
+  const span = timeSpan(tl.t, model.historyWindowS);
   return (
     <section
       className={`jp-GpuWidgets-card${gpu.lost ? ' jp-mod-lost' : ''}`}
@@ -143,6 +205,7 @@ function GpuCard(props: { gpu: IGpu; catalogue: Catalogue; ctx: IViewContext }):
             gpu={gpu}
             cols={cols}
             times={tl.t}
+            span={span}
             episodes={episodes}
             ctx={ctx}
           />
@@ -150,7 +213,7 @@ function GpuCard(props: { gpu: IGpu; catalogue: Catalogue; ctx: IViewContext }):
       </div>
       {ctx.metrics.length > 0 && (
         <div className="jp-GpuWidgets-timeAxis" aria-hidden="true">
-          <span>−{formatDuration(model.historyWindowS)}</span>
+          <span>−{formatDuration(span ? span[1] - span[0] : model.historyWindowS)}</span>
           <span>{latestT !== null ? `updated ${formatClock(latestT)}` : ''}</span>
         </div>
       )}
@@ -167,10 +230,11 @@ function MetricRow(props: {
   gpu: IGpu;
   cols: IDeviceColumns | null;
   times: readonly number[];
+  span: [number, number] | null;
   episodes: readonly IEpisode[];
   ctx: IViewContext;
 }): JSX.Element {
-  const { metric, catalogue, gpu, cols, times, episodes, ctx } = props;
+  const { metric, catalogue, gpu, cols, times, span, episodes, ctx } = props;
   const reading = metricReading(metric, gpu.latest);
   // A null value the server explains: say "n/a" and why (only while the GPU answers; a lost
   // GPU says so on its card).
@@ -179,15 +243,14 @@ function MetricRow(props: {
   const labelId = `jp-GpuWidgets-${gpu.index}-${metric.id}`;
   const reasonId = `jp-GpuWidgets-${gpu.index}-${metric.id}-reason`;
   let data: IChartData | null = null;
-  if (cols && times.length) {
+  if (cols && span) {
     const [yMin, yMax] = chartRange(metric, cols, gpu.info);
-    const xMax = times[times.length - 1];
     data = {
       t: times,
       // A field this server does not send is drawn as "no reading" throughout.
       y: cols.values[metric.field] ?? times.map(() => null),
-      xMin: xMax - ctx.model.historyWindowS,
-      xMax,
+      xMin: span[0],
+      xMax: span[1],
       yMin,
       yMax,
       episodes,
@@ -224,52 +287,14 @@ function MetricRow(props: {
           {reason}
         </div>
       )}
-      <Chart data={data} palette={ctx.palette} label={reading.label} windowS={ctx.model.historyWindowS} />
+      <Chart
+        data={data}
+        palette={ctx.palette}
+        label={reading.label}
+        windowS={ctx.model.historyWindowS}
+        range={data ? rangeLabels(metric, data.yMin, data.yMax) : null}
+      />
     </div>
-  );
-}
-
-/** A uPlot chart, created once per mount and fed new data on every render. */
-function Chart(props: { data: IChartData | null; palette: IPalette; label: string; windowS: number }): JSX.Element {
-  const { data, palette, label, windowS } = props;
-  const host = React.useRef<HTMLDivElement>(null);
-  const chart = React.useRef<HistoryChart | null>(null);
-
-  React.useEffect(() => {
-    const node = host.current!;
-    const c = new HistoryChart(node, label);
-    chart.current = c;
-    const observer = new ResizeObserver(entries => {
-      for (const entry of entries) {
-        c.resize(entry.contentRect.width);
-      }
-    });
-    observer.observe(node);
-    return () => {
-      observer.disconnect();
-      c.dispose();
-      chart.current = null;
-    };
-  }, [label]);
-
-  React.useEffect(() => {
-    chart.current?.setPalette(palette);
-  }, [palette]);
-
-  React.useEffect(() => {
-    if (data) {
-      chart.current?.update(data);
-    }
-  });
-
-  return (
-    <div
-      className="jp-GpuWidgets-chart"
-      ref={host}
-      role="img"
-      aria-label={`${label} over the last ${formatDuration(windowS)}`}
-      data-points={data ? data.t.length : 0}
-    />
   );
 }
 

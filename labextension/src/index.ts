@@ -6,9 +6,11 @@ import {
 import { ICommandPalette, IThemeManager } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
+import { IFormRendererRegistry } from '@jupyterlab/ui-components';
 import { Signal } from '@lumino/signaling';
 
 import { gpuIcon } from './icons';
+import { metricsFieldRenderer } from './metricsField';
 import { GpuModel } from './model';
 import {
   normalizeHistoryWindow,
@@ -36,14 +38,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'A GPU monitor for JupyterLab: a GPU sidebar and a status-bar item.',
   autoStart: true,
-  optional: [ISettingRegistry, ICommandPalette, ILayoutRestorer, IStatusBar, IThemeManager],
+  optional: [ISettingRegistry, ICommandPalette, ILayoutRestorer, IStatusBar, IThemeManager, IFormRendererRegistry],
   activate: (
     app: JupyterFrontEnd,
     settingRegistry: ISettingRegistry | null,
     palette: ICommandPalette | null,
     restorer: ILayoutRestorer | null,
     statusBar: IStatusBar | null,
-    themeManager: IThemeManager | null
+    themeManager: IThemeManager | null,
+    formRegistry: IFormRendererRegistry | null
   ): void => {
     console.log('gpu-widgets extension activated');
 
@@ -78,6 +81,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
       });
       model.setStatusBarActive(showStatusBar);
     }
+
+    // The Settings Editor shows the `metrics` setting as labelled checkboxes (the catalogue's words).
+    formRegistry?.addRenderer(`${PLUGIN_ID}.metrics`, metricsFieldRenderer(model));
 
     if (settingRegistry) {
       settingRegistry

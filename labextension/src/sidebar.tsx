@@ -24,8 +24,8 @@ export namespace GpuSidebar {
   }
 }
 
-/** Horizontal space around a chart inside the panel (card padding and border). */
-const CHART_INSET_PX = 34;
+/** Horizontal space around a chart inside the panel (card padding and border, the y-scale words). */
+const CHART_INSET_PX = 34 + 46;
 
 export class GpuSidebar extends ReactWidget {
   constructor(options: GpuSidebar.IOptions) {

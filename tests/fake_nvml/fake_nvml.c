@@ -120,6 +120,7 @@ _Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_v2_t layout");
     X(nvmlDeviceGetMemoryInfo_v2)                 \
     X(nvmlDeviceGetUtilizationRates)              \
     X(nvmlDeviceGetTemperature)                   \
+    X(nvmlDeviceGetTemperatureThreshold)          \
     X(nvmlDeviceGetFanSpeed)                      \
     X(nvmlDeviceGetPowerUsage)                    \
     X(nvmlDeviceGetEnforcedPowerLimit)            \
@@ -201,6 +202,7 @@ struct gpu_cfg {
     unsigned long long util_gpu;
     unsigned long long util_memory;
     unsigned long long temperature;
+    unsigned long long temperature_slowdown;
     unsigned long long fan;
     unsigned long long power_mw;
     unsigned long long power_limit_mw;
@@ -272,6 +274,7 @@ static const struct field gpu_fields[] = {
     UINT_FIELD(gpu_cfg, util_gpu),
     UINT_FIELD(gpu_cfg, util_memory),
     UINT_FIELD(gpu_cfg, temperature),
+    UINT_FIELD(gpu_cfg, temperature_slowdown),
     UINT_FIELD(gpu_cfg, fan),
     UINT_FIELD(gpu_cfg, power_mw),
     UINT_FIELD(gpu_cfg, power_limit_mw),
@@ -312,6 +315,7 @@ static void gpu_set_defaults(struct gpu_cfg *g, unsigned int index)
     g->util_gpu = 0;
     g->util_memory = 0;
     g->temperature = 35;
+    g->temperature_slowdown = 87;
     g->fan = 30;
     g->power_mw = 70000;
     g->power_limit_mw = 700000;
@@ -1146,6 +1150,23 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int senso
             c.ret = NVML_ERROR_INVALID_ARGUMENT;
         else
             *temp = (unsigned int)g->temperature;
+    }
+    return call_end(&c);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetTemperatureThreshold
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, int thresholdType, unsigned int *temp)
+{
+    struct call c;
+    const struct gpu_cfg *g = dev_begin(&c, FN_nvmlDeviceGetTemperatureThreshold, device);
+    if (g) {
+        if (!temp)
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        else if (thresholdType != 1) /* only the slowdown threshold is faked */
+            c.ret = NVML_ERROR_NOT_SUPPORTED;
+        else
+            *temp = (unsigned int)g->temperature_slowdown;
     }
     return call_end(&c);
 }

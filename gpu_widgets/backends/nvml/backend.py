@@ -12,7 +12,7 @@ from .errors import LOST as LOST_KIND
 from .errors import NO_GPU as NO_GPU_KIND
 from .errors import TRANSIENT, UNSUPPORTED, Failure, classify
 from .library import NVML, NoGpu, Nvml
-from .readers import FAST_QUERIES, PCIE_QUERIES, STATIC_QUERIES, BoundReader, Query, bind, peak_memory_bandwidth, text
+from .readers import FAST_QUERIES, SLOW_QUERIES, STATIC_QUERIES, BoundReader, Query, bind, peak_memory_bandwidth, text
 
 STATIC_FIELDS = tuple(f for q in STATIC_QUERIES for f in q.fields) + ("memory_bandwidth_bytes_per_s",)
 
@@ -50,7 +50,7 @@ class NvmlBackend(Backend):
         self._clock = clock
         self._nv: Any = None
         self._fast: list[tuple[Query, BoundReader]] = []
-        self._pcie: list[tuple[Query, BoundReader]] = []
+        self._slow: list[tuple[Query, BoundReader]] = []
         self._devices: list[_Device] = []
         self._describer = ProcessDescriber()
         self._process_query = Query("processes", ("processes",), self._processes)
@@ -69,7 +69,7 @@ class NvmlBackend(Backend):
         self._nv = nv
         # pynvml's functions are looked up once: the fast loop calls them 12 times per GPU per tick.
         self._fast = [(q, bind(q, nv)) for q in FAST_QUERIES]
-        self._pcie = [(q, bind(q, nv)) for q in PCIE_QUERIES]
+        self._slow = [(q, bind(q, nv)) for q in SLOW_QUERIES]
         try:
             count = nv.nvmlDeviceGetCount()
         except Exception as exc:
@@ -244,7 +244,7 @@ class NvmlBackend(Backend):
                 continue  # the fast path reports it lost and probes it
             part: DeviceDict = {"index": dev.index}
             unavailable: dict[str, str] = {}
-            alive = self._read_bound(dev, self._pcie, part, unavailable, now)
+            alive = self._read_bound(dev, self._slow, part, unavailable, now)
             if alive:
                 alive = self._run(dev, self._process_query, part, unavailable, now)
             if not alive:

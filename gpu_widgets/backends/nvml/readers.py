@@ -146,10 +146,14 @@ FAST_QUERIES: tuple[Query, ...] = (
     Query("throttle", ("throttle_reasons",), _throttle),
 )
 
-# NVML reports KB/s (1 KB = 1024 bytes in NVML's PCIe counters).
-PCIE_QUERIES: tuple[Query, ...] = (
+# Read on the slow cadence. NVML reports PCIe in KB/s (1 KB = 1024 bytes in its PCIe counters).
+# The slowdown threshold (NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1) is a limit that rarely changes:
+# it tops the temperature charts, so the slow cadence is fresh enough.
+SLOW_QUERIES: tuple[Query, ...] = (
     Query("pcie_tx", ("pcie_tx_bytes_per_s",), _call("nvmlDeviceGetPcieThroughput", "pcie_tx_bytes_per_s", 0, scale=1024)),
     Query("pcie_rx", ("pcie_rx_bytes_per_s",), _call("nvmlDeviceGetPcieThroughput", "pcie_rx_bytes_per_s", 1, scale=1024)),
+    Query("temperature_slowdown", ("temperature_slowdown_c",),
+          _call("nvmlDeviceGetTemperatureThreshold", "temperature_slowdown_c", 1)),
 )
 
 

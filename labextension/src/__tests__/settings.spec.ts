@@ -10,6 +10,7 @@ import {
   normalizeRefreshInterval,
   normalizeShowStatusBar
 } from '../settings';
+import { chosenIds, toggled } from '../metricsField';
 import { catalogue, metricInfo } from './utils';
 
 describe('normalizeRefreshInterval', () => {
@@ -99,5 +100,23 @@ describe('the settings schema', () => {
     expect('default' in p.metrics).toBe(false);
     expect(new RegExp(p.metrics.items.pattern).test('made_up_2')).toBe(true);
     expect(p.showStatusBarItem.default).toBe(true);
+  });
+});
+
+describe('the metrics checkboxes of the Settings Editor', () => {
+  const offered = catalogue().sidebar;
+
+  it('reads unset (or anything but a list) as every metric', () => {
+    expect(chosenIds(undefined)).toBeNull();
+    expect(chosenIds(null)).toBeNull();
+    expect(chosenIds('power')).toBeNull();
+    expect(chosenIds(['power', 3, 'memory'])).toEqual(['power', 'memory']);
+  });
+
+  it('ticks and clears a box in the catalogue order, keeping ids the server does not offer', () => {
+    expect(toggled(undefined, 'power', false, offered)).toEqual(['utilization', 'memory', 'memory_controller', 'temperature']);
+    expect(toggled(['power'], 'utilization', true, offered)).toEqual(['utilization', 'power']);
+    expect(toggled(['gone', 'power'], 'power', false, offered)).toEqual(['gone']);
+    expect(toggled([], 'memory', true, offered)).toEqual(['memory']);
   });
 });
