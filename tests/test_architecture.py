@@ -268,13 +268,15 @@ def test_old_import_paths_keep_working():
     assert json.loads(out.splitlines()[-1]) == ["TrainingMonitor", "GpuDashboard", True, True, True]
 
 
-HEAVY = ["ipywidgets", "bqplot", "IPython", "pynvml", "numpy"]
+HEAVY = ["ipywidgets", "bqplot", "IPython", "pynvml", "numpy",
+         "torch", "lightning", "pytorch_lightning", "transformers", "keras"]
 
 
 def test_import_gpu_widgets_stays_cheap():
     out = _run(
         "import json, sys\n"
         "import gpu_widgets\n"
+        "import gpu_widgets.integrations\n"
         f"print(json.dumps([gpu_widgets.__version__, [m for m in {HEAVY!r} if m in sys.modules]]))\n"
     )
     version, loaded = json.loads(out.splitlines()[-1])

@@ -1,0 +1,179 @@
+"""What the framework callbacks share: one TrainingMonitor fed from a framework's hooks.
+
+A framework module only translates its hooks into the calls below (``begin``, ``epoch``,
+``batch_started``, ``batch_ended``, ``log``, ``end``); the monitor's lifecycle, the choice of
+values, the rank rule and the one line printed outside a notebook live here, the same for all.
+
+Batch hooks stamp ``time.perf_counter()`` at the start and end of each step: the time between one
+step's end and the next one's start is what the loop spent waiting for data. Nothing reads it yet;
+it is kept so the input-stall diagnosis can be added here once for every framework.
+"""
+from __future__ import annotations
+
+import atexit
+import inspect
+import math
+import sys
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from ..widgets.batches import batch_size_of
+from ..widgets.cell_hooks import in_kernel
+from ..widgets.monitor import TrainingMonitor
+
+_active: "weakref.WeakSet[MonitorFeed]" = weakref.WeakSet()  # feeds between begin() and end()
+
+def check_options(monitor: Any, options: dict[str, Any], owner: str) -> None:
+    """Fail at construction, not at the first step, on arguments TrainingMonitor would refuse."""
+    if monitor is not None:
+        if not isinstance(monitor, TrainingMonitor):
+            raise TypeError(f"{owner}(monitor=...) takes a gpu_widgets.TrainingMonitor, got {type(monitor).__name__}")
+        if options:
+            raise TypeError(f"{owner}: pass either monitor= or TrainingMonitor's keyword arguments, not both "
+                            f"(got monitor= and {sorted(options)})")
+        return
+    try:
+        inspect.signature(TrainingMonitor).bind(**options)
+    except TypeError as exc:
+        raise TypeError(f"{owner}: keyword arguments go to TrainingMonitor, which refuses them: {exc}") from None
+
+
+def number(value: Any) -> Any | None:
+    """``value`` as TrainingMonitor.log() takes it, or None: a real number; a one-element torch
+    tensor left unread (the monitor reads it off the loop's thread, so a GPU tensor costs the
+    loop no wait); any other one-element array (NumPy, JAX, TensorFlow) as a float."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if getattr(value, "shape", None) is None:
+        return None
+    try:
+        if hasattr(value, "detach") and hasattr(value, "numel"):  # torch
+            return value.detach() if value.numel() == 1 and not value.is_complex() else None
+        if int(getattr(value, "size", 0)) != 1:
+            return None
+        x = value.item() if hasattr(value, "item") else float(value)
+        return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None  # not complex
+    except (TypeError, ValueError):  # not a number at all
+        return None
+
+
+def numbers(values: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The loggable entries of a framework's metrics dict (strings, lists and the like dropped)."""
+    out = {}
+    for key, value in values.items():
+        if isinstance(key, str) and key not in skip and (v := number(value)) is not None:
+            out[key] = v
+    return out
+
+
+class MonitorFeed:
+    """One callback's TrainingMonitor, and the calls the callback's hooks make into it."""
+
+    def __init__(self, monitor: TrainingMonitor | None, options: dict[str, Any], owner: str) -> None:
+        check_options(monitor, options, owner)
+        self._monitor = monitor
+        self._given = monitor is not None
+        self._options = options
+        self.owner = owner
+        self.active = False  # between begin() and end() on this process
+        self._unannounced = False  # a run began and its directory was not printed yet
+        self.step_started: float | None = None  # perf_counter at the current step's start
+        self.step_ended: float | None = None  # and at the previous step's end
+
+    @property
+    def monitor(self) -> TrainingMonitor:
+        """Created on first use, so that processes other than rank 0 never create one (nor show it)."""
+        if self._monitor is None:
+            self._monitor = TrainingMonitor(**self._options)
+        return self._monitor
+
+    # -- the run's lifecycle ----------------------------------------------------------------------
+    def begin(self, total_steps: int | None = None) -> None:
+        """Training starts. A monitor of ours that an earlier run ended is replaced by a new one:
+        each run its own run log. A given monitor resumes, unless it finished (it cannot log again)."""
+        mon = self.monitor
+        if self.active and mon.status == "running":
+            # The previous run raised where this framework has no hook to tell us: it failed.
+            mon.fail(RuntimeError("the previous training run stopped without reaching its end"))
+        if not self._given and mon.status in ("finished", "failed", "interrupted"):
+            self._monitor = None
+            mon = self.monitor
+        elif mon.status == "finished":
+            raise RuntimeError(f"{self.owner}: the TrainingMonitor given as monitor= has finished; "
+                               "pass a new TrainingMonitor() for another run")
+        self.active = True
+        _active.add(self)
+        self.step_started = self.step_ended = None
+        self._unannounced = True
+        if total_steps is not None and total_steps > 0:
+            mon.total_steps = int(total_steps)
+        mon.__enter__()  # the run (its clock, GPU sampling, run log) starts with training, not at step 1
+
+    def epoch(self, epoch: int, epochs: int | None) -> None:
+        """``epoch`` counted from 1, as shown; ``epochs`` the total, when known and sensible."""
+        total = int(epochs) if epochs is not None and math.isfinite(epochs) and epochs >= max(epoch, 1) else None
+        self.monitor.set_epoch(int(epoch), total)
+
+    def batch_started(self) -> None:
+        self.step_started = time.perf_counter()
+
+    def batch_ended(self, batch: Any = None, samples: int | None = None) -> None:
+        """One batch done: its samples counted (from ``samples``, else read from ``batch``)."""
+        self.step_ended = time.perf_counter()
+        if samples is None and batch is not None:
+            samples = batch_size_of(batch)
+        if samples is not None:
+            self.monitor.note_batch(samples)
+        if self._unannounced:
+            self.announce()
+
+    def log(self, step: int | None, values: Mapping[str, Any]) -> None:
+        if values:
+            self.monitor.log(step, **values)
+
+    def end(self, error: BaseException | None = None, step: int | None = None) -> None:
+        """Training ended: finished (no error), interrupted (KeyboardInterrupt) or failed. The
+        error is only recorded: the framework raises it on, unchanged. ``step``, the last step
+        done, is logged (with no values) when the framework's logging rhythm skipped it, so the
+        header counts every step."""
+        if not self.active:
+            return
+        self.active = False
+        _active.discard(self)
+        mon = self.monitor
+        last = mon.step
+        if step is not None and step >= 0 and (last is None or step > last) and mon.status == "running":
+            mon.log(step)
+        self.announce()
+        if error is None:
+            mon.finish()
+        elif isinstance(error, KeyboardInterrupt):
+            mon.interrupt()
+        else:
+            mon.fail(error)
+
+    def announce(self) -> None:
+        """Outside a notebook nothing is shown: one line says where the run log is, once per run."""
+        run_dir = self.monitor.run_dir
+        if run_dir is None or not self._unannounced:
+            return  # no run log, or not written yet (the monitor's thread makes the directory)
+        self._unannounced = False
+        if in_kernel():
+            return
+        print(f"gpu-widgets: recording this run in {run_dir}", file=sys.stderr, flush=True)
+
+
+@atexit.register
+def _end_at_exit() -> None:
+    # Trainers without an exception hook (transformers, Keras) never tell us that a script died
+    # on an exception. Python keeps it in sys.last_value for exit handlers, and this one runs
+    # before TrainingMonitor's (registered later, run first). In IPython the cell hooks ended the
+    # run already: only a monitor still running is ended here.
+    error = getattr(sys, "last_value", None)
+    for feed in list(_active):
+        if feed._monitor is not None and feed._monitor.status == "running":
+            feed.end(error)
