@@ -110,7 +110,9 @@ def worker() -> None:
     run_state.now = lambda: clock.t  # logged rows carry the simulated time too
 
     def start() -> dict[str, Any]:
-        mon = TrainingMonitor("payload", run_log=False, display=False, sampler=sampler)
+        # gpus="all": every GPU its own line, the costlier case (a process using no GPU would
+        # draw 8 GPUs as one summary since issue 12).
+        mon = TrainingMonitor("payload", run_log=False, display=False, sampler=sampler, gpus="all")
         state.update(mon=mon, logged=0)
         return {"created_bytes": REC.outside}
 
