@@ -335,3 +335,26 @@ def test_more_than_two_gpus_drawn_each_get_a_row_each_not_a_card():
     two = header_of(2)
     assert "gpuw-table" not in two and len(re.findall(r'class="gpuw-card( gpuw-lost)?"', two)) == 2
     assert len(eight) < 5_000  # the card version was ~6.4 KB for 8 GPUs
+
+
+def test_the_static_picture_draws_the_summary_as_the_widget_does():
+    from gpu_widgets.widgets.static_image import draw_figure
+
+    def legend_words(mon: TrainingMonitor) -> list[str]:
+        r = mon._r
+        r.records.resolve_deferred()
+        fig = draw_figure(mon.title, r.records, r.charts.plan, r.trace, r.gpus.shown(), r.run.t0,
+                          summary=r.gpus.summarised())
+        return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+
+    summary, each = cpu_only_monitor(8), cpu_only_monitor(8, gpus="all")
+    try:
+        words_summary, words_each = legend_words(summary), legend_words(each)
+        assert sum(w.startswith("mean of 8 GPUs") for w in words_summary) == 4  # one per GPU chart
+        assert sum(w.startswith("min–max") for w in words_summary) == 4
+        assert not any(w.startswith("GPU 3") for w in words_summary)
+        assert sum(w.startswith("GPU 3") for w in words_each) >= 4 and not any("mean of" in w for w in words_each)
+        assert summary.to_png()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        summary.finish()
+        each.finish()

@@ -220,7 +220,8 @@ class MonitorRun:
     def render_png(self) -> bytes:
         self.records.resolve_deferred()
         origin = (self.run.t0 or 0.0) if self.on_time else None
-        return render_png(self.title, self.records, self.charts.plan, self.trace, self.gpus.shown(), origin)
+        return render_png(self.title, self.records, self.charts.plan, self.trace, self.gpus.shown(), origin,
+                          summary=self.gpus.summarised())
 
     def gpu_file_rows(self) -> list[dict[str, Any]]:
         """The GPU samples as files hold them (labels where they change), for save()."""

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 from .charts import ChartPlan
+from .gpu_summary import aggregate, merged
 from .monitor_charts import CHART_NAMES, chart_top, gpu_charts
 from ..store.decimator import Decimator
 from ..runs.gpu_trace import GpuTrace
@@ -42,9 +43,26 @@ def _head(ax: Any, title: str) -> None:
     leg.get_title().set_color(MUTED)
 
 
-def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
-               time_origin: float | None = None, max_points: int = 2000) -> bytes:
-    """``time_origin``: metrics against seconds since then (the widget's time axis); None: steps."""
+def _summary(ax: Any, panel: Any, devices: Sequence[Any], max_points: int) -> float:
+    """Many GPUs this process does not use, as in the widget: their mean and min–max band.
+    Returns the band's highest value (for the y range)."""
+    curve = panel.lines[0][0]
+    agg = aggregate((d.curves[curve].points() for d in devices if curve in d.curves), max_points)
+    if agg is None:
+        return -math.inf
+    xs, mean, band = agg
+    m = panel.metric
+    ax.plot(xs, mean, color=color(0), linewidth=1.2,
+            label=f"mean of {len(devices)} GPUs {value_text(_last(mean), m.unit, m.decimals)}")
+    ax.fill_between(xs, band[0], band[1], color=color(0), alpha=0.2, linewidth=0,  # under the line (zorder)
+                    label=f"min–max {value_text(_last(band[0]), '', m.decimals)}–{value_text(_last(band[1]), m.unit, m.decimals)}")
+    return max((float(v) for v in band[1] if v == v), default=-math.inf)
+
+
+def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
+                time_origin: float | None = None, max_points: int = 2000, summary: bool = False) -> Any:
+    """The matplotlib Figure of the run's charts. ``time_origin``: metrics against seconds since then (the widget's time axis); None: steps.
+    ``summary``: the GPUs as one mean line and a min–max band per chart, as the widget draws them."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -78,8 +96,8 @@ def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, d
     for ax, panel in zip(axes[len(charts):], gpu_panels):
         busy = panel.name == CHART_NAMES["utilization"]
         m, top = panel.metric, chart_top(panel.metric, devices)
-        highest = -math.inf
-        for d in devices:
+        highest = _summary(ax, panel, devices, max_points) if summary else -math.inf
+        for d in () if summary else devices:
             for curve, suffix, style in panel.lines:
                 if curve in d.curves and d.curves[curve].count:
                     px, py = d.curves[curve].points()
@@ -88,9 +106,11 @@ def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, d
                     ax.plot(px, py, color=color(d.index), linestyle=STYLES.get(style, "-"),
                             linewidth=1.2, label=f"GPU {d.index}{suffix} {value}")
         if busy:  # shaded over the whole height as in the widget, named once
-            spans = [(start, max(end, start + 0.5)) for d in devices for start, end in d.episodes]
+            episodes = merged(e for d in devices for e in d.episodes) if summary else [e for d in devices for e in d.episodes]
+            spans = [(start, max(end, start + 0.5)) for start, end in episodes]
             for k, (start, end) in enumerate(spans):
-                ax.axvspan(start, end, color=REGION_COLOR, alpha=0.2, linewidth=0, label="throttled" if k == 0 else None)
+                ax.axvspan(start, end, color=REGION_COLOR, alpha=0.2, linewidth=0,
+                           label=("throttled (any GPU)" if summary else "throttled") if k == 0 else None)
         # The catalogue's fixed range; data past a fixed top widens it (never cut off).
         if m.y_min is not None or top is not None:
             ax.set_ylim(bottom=m.y_min, top=None if top is None else max(top, highest))
@@ -103,6 +123,13 @@ def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, d
             ax.spines[side].set_visible(False)
     for ax in axes[panels:]:
         ax.set_visible(False)
+    return fig
+
+
+def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
+               time_origin: float | None = None, max_points: int = 2000, summary: bool = False) -> bytes:
+    """The figure of ``draw_figure`` as PNG bytes."""
+    fig = draw_figure(title, records, plan, trace, devices, time_origin, max_points, summary)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
