@@ -9,6 +9,7 @@ switching to the dark one from the Settings menu. Names: ``<what>-<gpus>gpu-<the
 ``sidebar-8gpu-dark.png``, ``example-quickstart-2gpu-light.png``.
 
     .venv/bin/python scripts/screenshots.py [--out docs/screenshots] [--gpus N] [--only sidebar|examples]
+                                            [--example STEM ...]
     (or: make screenshots; about 6 minutes for everything on two cores)
 """
 from __future__ import annotations
@@ -37,8 +38,9 @@ OVERVIEW_VIEWPORT = {"width": 1366, "height": 768}
 # Tall enough that a whole widget output (8 GPUs' cards over the charts) fits on the page.
 NOTEBOOK_VIEWPORT = {"width": 1280, "height": 2200}
 EXAMPLES = ROOT / "examples"
-# The PyTorch example trains for about a minute on two cores: shot with 2 GPUs (or fewer) only.
-EXAMPLES_FEW = ("quickstart", "gpuwatch_magic", "train_torch")
+# The training examples (PyTorch and the three framework callbacks) are shot with 2 GPUs (or fewer)
+# only: the PyTorch one trains for about a minute on two cores.
+EXAMPLES_FEW = ("quickstart", "gpuwatch_magic", "train_torch", "lightning", "huggingface", "keras")
 EXAMPLES_MANY = ("quickstart", "gpuwatch_magic")
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 FAULTS = "throttle:0@14-30:sw_power_cap; lost:1@36-42"  # seconds after the server starts
@@ -151,6 +153,8 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, choices=range(1, 65), metavar="1-64",
                         help=f"only this many simulated GPUs (default: each of {', '.join(map(str, GPU_COUNTS))})")
     parser.add_argument("--only", choices=("sidebar", "examples"), help="only the sidebar, or only the examples")
+    parser.add_argument("--example", action="append", choices=EXAMPLES_FEW, metavar="STEM",
+                        help="only this example notebook (repeatable; e.g. --example keras)")
     args = parser.parse_args()
     if not chromium_available():
         print("chromium is missing: run scripts/ensure-chromium.sh", file=sys.stderr)
@@ -172,6 +176,8 @@ def main() -> int:
                     sidebar(browser, lab, gpus, args.out, started)
                 if args.only != "sidebar":
                     for stem in EXAMPLES_FEW if gpus <= 2 else EXAMPLES_MANY:
+                        if args.example and stem not in args.example:
+                            continue
                         shutil.copy(EXAMPLES / f"{stem}.ipynb", lab.root / f"{stem}.ipynb")
                         example(browser, lab, gpus, stem, args.out)
             finally:

@@ -148,3 +148,19 @@ def test_a_script_that_dies_records_how_its_run_ended(tmp_path, error, status):
     (run_json,) = tmp_path.glob("*/run.json")
     meta = json.loads(run_json.read_text())
     assert meta["status"] == status, meta
+
+
+# -- steps/s counts steps, not the rows a framework chose to log ---------------------------------
+def test_steps_per_second_counts_steps_when_only_every_50th_is_logged():
+    from gpu_widgets.runs.records import Records
+
+    every_50th, each = Records(), Records()
+    for i in range(11):  # 10 s, a row every second for 50 steps each: 50 steps/s
+        every_50th.append(50 * i, 1000.0 + i, {"loss": 1.0})
+        each.append(i, 1000.0 + i, {"loss": 1.0})
+    assert every_50th.rate() == 50.0 and every_50th.rate(window_s=4) == 50.0
+    assert each.rate() == 1.0
+    same_step = Records()  # a loop that logs twice per step without step numbers that advance
+    for i in range(5):
+        same_step.append(0, 1000.0 + i, {"loss": 1.0})
+    assert same_step.rate() == 1.0  # rows, as before

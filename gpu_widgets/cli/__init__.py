@@ -11,6 +11,7 @@ from typing import Any, Sequence
 from .._version import __version__
 from ..backends import CHOICES, ConfigError, open_backend, resolve_choice
 from ..sampling.guarded import GuardedReader
+from . import runs as runs_cli
 
 MIN_WATCH_S = 0.1
 
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--backend", choices=CHOICES, help=backend_help)
 
     sub.add_parser("probe", help="exit 0 when NVML can read a real GPU here, else print why and exit 1")
+    runs_cli.add_parser(sub)
     return parser
 
 
@@ -53,6 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    if args.command == "runs":
+        try:
+            return runs_cli.main(args)
+        except runs_cli.UsageError as exc:
+            print(f"gpu-widgets runs: error: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            return 0
     try:
         if args.command == "probe":
             return _probe()

@@ -5,8 +5,11 @@ A framework module only translates its hooks into the calls below (``begin``, ``
 values, the rank rule and the one line printed outside a notebook live here, the same for all.
 
 Batch hooks stamp ``time.perf_counter()`` at the start and end of each step: the time between one
-step's end and the next one's start is what the loop spent waiting for data. Nothing reads it yet;
-it is kept so the input-stall diagnosis can be added here once for every framework.
+step's end and the next one's start is what the loop spent waiting for data (all three frameworks
+fetch the batch before their batch-start hook). Each step goes to ``note_data_wait`` (the wait, and
+the wait + the previous step's own time). Not counted: the first step of an epoch (the loader
+starting up), and time the framework spent on its own work between two steps (validation,
+checkpoints, logging: the callback calls ``restart_wait()`` after it).
 """
 from __future__ import annotations
 
@@ -83,6 +86,7 @@ class MonitorFeed:
         self._unannounced = False  # a run began and its directory was not printed yet
         self.step_started: float | None = None  # perf_counter at the current step's start
         self.step_ended: float | None = None  # and at the previous step's end
+        self.step_busy: float | None = None  # the previous step, start to end
 
     @property
     def monitor(self) -> TrainingMonitor:
@@ -107,7 +111,7 @@ class MonitorFeed:
                                "pass a new TrainingMonitor() for another run")
         self.active = True
         _active.add(self)
-        self.step_started = self.step_ended = None
+        self.step_started = self.step_ended = self.step_busy = None
         self._unannounced = True
         if total_steps is not None and total_steps > 0:
             mon.total_steps = int(total_steps)
@@ -117,13 +121,26 @@ class MonitorFeed:
         """``epoch`` counted from 1, as shown; ``epochs`` the total, when known and sensible."""
         total = int(epochs) if epochs is not None and math.isfinite(epochs) and epochs >= max(epoch, 1) else None
         self.monitor.set_epoch(int(epoch), total)
+        self.step_ended = None  # the epoch's first batch waits for the loader to start: not counted
+
+    def restart_wait(self) -> None:
+        """The framework did its own work since the last step (validation, a checkpoint, logging):
+        the next step's wait is counted from now."""
+        if self.step_ended is not None:
+            self.step_ended = time.perf_counter()
 
     def batch_started(self) -> None:
-        self.step_started = time.perf_counter()
+        now = self.step_started = time.perf_counter()
+        ended, busy = self.step_ended, self.step_busy
+        if ended is not None and busy is not None and now >= ended:
+            wait = now - ended
+            self.monitor.note_data_wait(wait, wait + busy)
 
     def batch_ended(self, batch: Any = None, samples: int | None = None) -> None:
         """One batch done: its samples counted (from ``samples``, else read from ``batch``)."""
-        self.step_ended = time.perf_counter()
+        ended = self.step_ended = time.perf_counter()
+        if self.step_started is not None:
+            self.step_busy = ended - self.step_started
         if samples is None and batch is not None:
             samples = batch_size_of(batch)
         if samples is not None:

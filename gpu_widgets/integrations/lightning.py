@@ -130,6 +130,8 @@ class GpuWidgetsCallback(pl.Callback):
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         self._log_changed(trainer)
+        if trainer.is_global_zero:
+            self._feed.restart_wait()  # validation is not time spent waiting for training data
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         self._log_changed(trainer)

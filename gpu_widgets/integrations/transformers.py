@@ -96,6 +96,15 @@ class GpuWidgetsCallback(TrainerCallback):
             return
         values = numbers(logs, skip=("epoch", "total_flos"))
         self._feed.log(state.global_step, {k: v for k, v in values.items() if not k.endswith(_NOT_CURVES)})
+        self._feed.restart_wait()  # the Trainer's logging (it reads the loss) is not waiting for data
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if _main(args, state):
+            self._feed.restart_wait()  # nor is an evaluation
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if _main(args, state):
+            self._feed.restart_wait()  # nor a checkpoint
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._unhook()

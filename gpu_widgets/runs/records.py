@@ -274,7 +274,11 @@ class Records:
         return out
 
     def rate(self, window_s: float | None = None) -> float | None:
-        """Rows per second over the last ``window_s`` seconds of logging (None: the whole run)."""
+        """Steps per second over the last ``window_s`` seconds of logging (None: the whole run).
+
+        Counted by step number, not by rows: a framework that logs every 50th step (Lightning's
+        ``log_every_n_steps``) still did 50 steps per row. Rows count where the step number did
+        not advance (a loop that renumbers its steps)."""
         n = self.size
         if n < 2:
             return None
@@ -282,7 +286,10 @@ class Records:
         end = times[n - 1]
         first = 0 if window_s is None else bisect_left(times, end - window_s, 0, n - 1)
         dt = end - times[first]
-        return (n - 1 - first) / dt if dt > 0 else None
+        if not dt > 0:
+            return None
+        advanced = self.steps[n - 1] - self.steps[first]
+        return (advanced if advanced > 0 else n - 1 - first) / dt
 
     def series_values(self, key: str) -> tuple[list[int], list[int | float]]:
         steps, values, _ = self.points(key, 0, self.size)

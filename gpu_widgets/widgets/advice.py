@@ -9,6 +9,7 @@ which can only under-estimate the batch that fits.
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -21,11 +22,13 @@ MARGIN = 0.10  # of the GPU's memory, kept free (fragmentation, a longer sequenc
 LOW_UTIL = 50.0
 IDLE_UTIL = 10.0
 MAX_FACTOR = 16  # never suggest more than this many times the current batch
+# PyTorch's CUDA wheel indices, newest first, with the driver's CUDA version each needs.
+CUDA_WHEELS = (("cu128", (12, 8)), ("cu126", (12, 6)), ("cu124", (12, 4)), ("cu121", (12, 1)), ("cu118", (11, 8)))
 
 
 @dataclass(frozen=True)
 class Advice:
-    kind: str  # "memory", "batch", "utilization", "cpu"
+    kind: str  # "memory", "batch", "utilization", "cpu", "cpu-build"; data_wait adds its diagnoses
     text: str
 
 
@@ -90,16 +93,10 @@ def advise(
     util_mean: float | None,
     cpu_training: bool = False,
     idle_gpus: Sequence[int] = (),
+    busy_gpus: Sequence[int] = (),
 ) -> list[Advice]:
     if cpu_training:
-        which = ", ".join(f"GPU {i}" for i in idle_gpus) or "the GPU"
-        return [
-            Advice(
-                "cpu",
-                f"Training runs on the CPU: the tensors this monitor sees are on the CPU while {which} "
-                "stays idle. Move the model and each batch to the GPU: model.to('cuda'), x.to('cuda').",
-            )
-        ]
+        return [cpu_advice(idle_gpus, busy_gpus)]
     if samples < MIN_SAMPLES:
         return []
     out: list[Advice] = []
@@ -128,6 +125,51 @@ def advise(
     return out
 
 
+def cpu_advice(idle_gpus: Sequence[int], busy_gpus: Sequence[int] = ()) -> Advice:
+    idle = ", ".join(f"GPU {i}" for i in idle_gpus)
+    busy = ", ".join(f"GPU {i}" for i in busy_gpus)
+    if busy:  # someone else's work: a GPU can run two jobs, and even a shared GPU beats the CPU
+        where = f"{idle} stays idle and {busy} could run it too (busy with other work, which it can share)" if idle \
+            else f"{busy} could run it (busy with other work, which it can share)"
+    else:
+        where = f"{idle or 'the GPU'} stays idle"
+    return Advice("cpu", f"Training runs on the CPU: the tensors this monitor sees are on the CPU while {where}. "
+                         "Move the model and each batch to the GPU: model.to('cuda'), x.to('cuda').")
+
+
+def torch_without_cuda() -> str | None:
+    """The version of an imported PyTorch built without CUDA ("2.5.1+cpu"), else None."""
+    torch = sys.modules.get("torch")
+    version = getattr(torch, "version", None)
+    if torch is None or version is None or not hasattr(version, "cuda"):
+        return None
+    try:
+        return None if version.cuda else str(getattr(torch, "__version__", "?"))
+    except Exception:  # an odd torch must not break the header
+        return None
+
+
+def wheel_index(cuda_driver: str | None) -> str:
+    """The PyTorch wheel index for the newest CUDA the driver runs ("12.4" -> cu124), else cu126."""
+    try:
+        major, minor = (int(x) for x in str(cuda_driver).split(".")[:2])
+    except ValueError:
+        return "cu126"
+    return next((tag for tag, need in CUDA_WHEELS if (major, minor) >= need), "cu118")
+
+
+def cpu_build_advice(version: str, gpus: Sequence[int], cuda_driver: str | None) -> Advice:
+    which = ", ".join(f"GPU {i}" for i in gpus)
+    index = wheel_index(cuda_driver)
+    return Advice(
+        "cpu-build",
+        f"PyTorch cannot use the GPU: this PyTorch ({version}) was built without CUDA (torch.version.cuda is None), "
+        f"and NVML sees {len(gpus)} NVIDIA GPU{'s' if len(gpus) != 1 else ''} here ({which}). Training runs on the "
+        f"CPU. Install a CUDA build, then restart the kernel: pip install --force-reinstall torch "
+        f"--index-url https://download.pytorch.org/whl/{index}",
+    )
+
+
 def memory_facts(devices: Iterable[DeviceTrace]) -> MemoryFacts | None:
     """The memory figures of the GPU closest to its limit (PyTorch's allocator figures when torch
     uses that GPU: other processes' memory then counts apart)."""
@@ -152,12 +194,28 @@ def memory_facts(devices: Iterable[DeviceTrace]) -> MemoryFacts | None:
 
 
 def advice_for_run(devices: Sequence[DeviceTrace], batch_size: int | None, *, cpu_tensors_only: bool,
-                   gpus_present: bool) -> list[Advice]:
-    """``cpu_tensors_only``: PyTorch is imported and every tensor the monitor saw was on the CPU."""
+                   gpus_present: bool, torch_cuda: bool | None = None, cpu_build: str | None = None,
+                   cuda_driver: str | None = None) -> list[Advice]:
+    """``cpu_tensors_only``: PyTorch is imported and no tensor the monitor saw was on a GPU.
+    ``torch_cuda``: whether PyTorch initialised CUDA in this process (None: torch not imported).
+    ``cpu_build``: the version of an imported PyTorch built without CUDA (torch_without_cuda)."""
     utils = [d.util_mean for d in devices if d.util_mean is not None]
     util_mean = sum(utils) / len(utils) if utils else None
     samples = max((d.samples for d in devices), default=0)
+    if cpu_build and gpus_present and devices:
+        # No move to 'cuda' can work with this build: the fix is another PyTorch, and nothing else matters.
+        return [cpu_build_advice(cpu_build, [d.index for d in devices], cuda_driver)]
     idle = [d.index for d in devices if d.util_mean is not None and d.util_mean < IDLE_UTIL]
-    cpu_training = cpu_tensors_only and gpus_present and samples >= 3 and bool(idle) and len(idle) == len(utils)
+    # Usable but busy: other processes' work, not ours when this process never started CUDA.
+    busy = [d.index for d in devices if d.util_mean is not None and d.util_mean >= IDLE_UTIL and usable(d)]
+    all_idle = bool(idle) and len(idle) == len(utils)
+    cpu_training = cpu_tensors_only and gpus_present and samples >= 3 and (
+        all_idle or (torch_cuda is False and bool(idle or busy)))
     return advise(samples=samples, batch_size=batch_size, memory=memory_facts(devices), util_mean=util_mean,
-                  cpu_training=cpu_training, idle_gpus=idle)
+                  cpu_training=cpu_training, idle_gpus=idle, busy_gpus=[] if all_idle else busy)
+
+
+def usable(d: DeviceTrace) -> bool:
+    """Room for another job: its memory is not (nearly) full."""
+    used, total = d.latest.get("memory_used_bytes"), d.latest.get("memory_total_bytes") or d.memory_total
+    return not (used and total) or used < NEAR_OOM * total

@@ -110,6 +110,8 @@ class MonitorText:
     notes: Sequence[str] = ()
     run_dir: str | None = None
     summary: bool = False  # many GPUs, none this process's: one summary card (gpu_summary)
+    data_wait: float | None = None  # share of recent step time spent waiting for data (data_wait)
+    diagnosis: Advice | None = None  # input-bound or CPU-bound (data_wait.diagnose)
 
 
 def rate_number(per_s: float) -> str:
@@ -129,6 +131,8 @@ def progress_html(t: MonitorText) -> str:
         progress.append(stat("steps/s", rate_number(t.steps_per_s)))
     if t.samples_per_s:
         progress.append(stat("samples/s", rate_number(t.samples_per_s)))
+    if t.data_wait is not None:
+        progress.append(stat("data wait", f"{t.data_wait:.0%}"))
     if t.elapsed_s is not None:
         progress.append(stat("elapsed", units.duration(t.elapsed_s)))
     if t.total_steps and t.steps_per_s and t.steps_done is not None and t.status == "running":
@@ -165,8 +169,14 @@ def render_monitor(t: MonitorText) -> str:
         else:
             lines.append(gpus_html([device_line(d, torch_by_index.get(d.index), metrics) for d in t.devices]))
     lines.append(torch_line(t.torch))
+    if t.diagnosis is not None:  # "Input-bound: ..." with its first words in bold
+        head, _, rest = t.diagnosis.text.partition(": ")
+        lines.append(f'<div class="gpuw-warn gpuw-diagnosis"><b>{escape(head)}:</b> {escape(rest)}</div>')
     for a in t.advice:
-        lines.append(f"<div><b>Tip:</b> {escape(a.text)}</div>")
+        if a.kind == "cpu-build":  # no tip: nothing else works until PyTorch is replaced
+            lines.append(f'<div class="gpuw-error"><b>Warning:</b> {escape(a.text)}</div>')
+        else:
+            lines.append(f"<div><b>Tip:</b> {escape(a.text)}</div>")
     if t.errors:
         more = f" (+{len(t.errors) - 1} more)" if len(t.errors) > 1 else ""
         lines.append(f'<div class="gpuw-error">monitor problem: {escape(t.errors[-1])}{more}; your loop is not affected</div>')

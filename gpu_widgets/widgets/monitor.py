@@ -23,6 +23,8 @@ from ..sampling.sampler import Sampler
 from . import cell_hooks, run_state
 from .arguments import MAX_STEP, check_monitor, checked_epoch, checked_epochs, checked_step, number_in, positive_int
 from .batches import checked_samples
+from .data_wait import DataWaitHooks
+from .follower import follow as _follow
 from .monitor_header import Progress
 from .monitor_run import MonitorRun
 from .process_gpus import check_choice
@@ -35,7 +37,7 @@ MAX_REDRAW_HZ = 4.0
 DEFAULT_GPU_WINDOW_S = 3600.0
 
 
-class TrainingMonitor:
+class TrainingMonitor(DataWaitHooks):  # + note_data_wait(), data_wait_share
     """A live view of a training run: metrics you ``log()``, and the GPUs the loop uses.
 
     Parameters (all keyword-only except ``title``):
@@ -190,7 +192,7 @@ class TrainingMonitor:
             per_epoch = None  # a stream: no total, no ETA
         if per_epoch is not None and self.total_steps is None:
             self.total_steps = self._records.next_step + per_epoch * epochs if self._records.size else per_epoch * epochs
-        return self._r.tracked(iterable, epochs, self.log)
+        return self._r.tracked(self._timed(iterable), epochs, self.log)  # next() timed: data wait
 
     def note_batch(self, samples: int) -> None:
         """Count one step's samples, as ``track()`` does for each batch: feeds samples/s and the
@@ -332,6 +334,8 @@ class TrainingMonitor:
         """Write the logged rows to ``path`` (.csv or .jsonl); GPU samples beside it
         (``run.csv`` -> ``run.gpu.csv``) unless ``gpu=False``. Returns the path."""
         return save_run(path, self.rows, self.keys, self._r.gpu_file_rows if gpu else None)
+
+    follow = classmethod(_follow)  # a run another process writes, live: see follower.follow
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, display: bool = False) -> "TrainingMonitor":

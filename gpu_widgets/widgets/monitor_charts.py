@@ -19,6 +19,7 @@ from ..runs.gpu_trace import DeviceTrace, curve_of
 from ..runs.records import Records
 from ..store.decimator import Decimator
 from .charts import ChartPlan, PlotSpec
+from .data_wait import CHART as WAIT_CHART, CHART_TITLE as WAIT_TITLE, StepTimes
 from .gpu_summary import aggregate, merged, region
 from .view import ChartsView, LineData, color
 
@@ -99,12 +100,17 @@ class MonitorCharts:
         self.summary_names: list[tuple[str, str, str]] = []  # (chart, line, style) a summary drew
         self.tops: dict[str, float | None] = {}  # charts whose top follows a limit field: as last set
         self.t0 = 0.0  # the run's start: x = 0 of the GPU curves
+        self.waits = StepTimes(max_points)  # the steps' data wait (track(), callbacks): its own chart
         view.define_chart("*", shared_x=self.on_time, x_label="seconds since start" if self.on_time else "step",
                           rank=0)
         for rank, chart in enumerate(charts, 1):
             m = chart.metric
             view.define_chart(chart.name, shared_x=True, title=m.title, x_label="seconds since start",
-                              y_label=m.unit, y_min=m.y_min, y_max=m.y_max, decimals=m.decimals, rank=rank)
+                              y_label=m.unit, y_min=m.y_min, y_max=m.y_max, decimals=m.decimals,
+                              rank=rank + (rank > 1))
+        # Beside GPU busy: waiting for data next to the GPU's idle time tells input-bound apart.
+        view.define_chart(WAIT_CHART, shared_x=True, title=WAIT_TITLE, x_label="seconds since start", y_label="%",
+                          y_min=0.0, y_max=100.0, decimals=0, rank=2)
 
     def shares(self, records: Records, devices: Sequence[DeviceTrace], summary: bool = False) -> tuple[int, int]:
         """Points per metric line and per GPU line: ``max_points`` split over all the lines drawn,
@@ -116,6 +122,7 @@ class MonitorCharts:
             n_gpu = 3 * sum(1 for chart in self.gpu if any(has_curve(d, chart.lines[0][0]) for d in devices))
         else:
             n_gpu = sum(1 for d in devices for chart in self.gpu for curve, _, _ in chart.lines if has_curve(d, curve))
+        n_gpu += self.waits.has_data  # the data-wait line: a GPU line's share (it is binned like one)
         units = METRIC_WEIGHT * n_metric + n_gpu
         if not units:
             return self.max_points, self.max_points
@@ -151,6 +158,9 @@ class MonitorCharts:
                 # x (seconds since start, or steps) in float32: ~ms for days, steps exact to 16 M.
                 # y stays float64: the values logged, exactly.
                 out.append((chart, key, color(i), "solid", np.asarray(px, np.float32), np.asarray(py, np.float64)))
+        wait_line = self.waits.line(t0, gpu_points, redraw_all)
+        if wait_line is not None:
+            out.append(wait_line)
         if summary:
             seen = sum(d.samples for d in devices)
             if self.gpu_drawn.get(-1) != seen:  # -1: the summary's key (GPU indices are >= 0)

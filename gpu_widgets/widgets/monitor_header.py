@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..runs.records import Records
-from .advice import advice_for_run
+from .advice import advice_for_run, torch_without_cuda
 from .batches import SampleCounter
+from .data_wait import diagnose, recent_busy
 from .header import MonitorText, render_monitor
 from .monitor_charts import MonitorCharts
 from .run_gpus import RunGpus
@@ -75,13 +76,27 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
     backend_status, backend_reason = gpus.freshness(running)
     detail = run.detail()
     summary = gpus.summarised()
+    torch = gpus.torch
+    snap = trace.last_snapshot or {}
     advice = advice_for_run(
         devices, progress.batch_size or counter.first_batch,
         cpu_tensors_only="torch" in sys.modules and records.tensor_devices == {"cpu"},
         gpus_present=trace.status == "ok" and bool(trace.devices),
+        torch_cuda=None if torch is None else torch.cuda_initialized,
+        # NVML's own GPUs only: simulated ones are no reason to reinstall PyTorch.
+        cpu_build=torch_without_cuda() if trace.backend == "nvml" and records.tensor_devices <= {"cpu"} else None,
+        cuda_driver=snap.get("cuda_driver_version"),
     )
     if summary:  # the GPUs are other processes': only "training runs on the CPU" is about this run
-        advice = [a for a in advice if a.kind == "cpu"]
+        advice = [a for a in advice if a.kind in ("cpu", "cpu-build")]
+    share = charts.waits.share()
+    if share is not None:  # the diagnosis says it better than the busy-% tip
+        advice = [a for a in advice if a.kind != "utilization"]
+    # How busy this run's GPUs were lately, when they are known to be its own: torch started CUDA,
+    # a tensor was on a GPU, or gpus= named them. Others' GPUs say nothing about this loop.
+    ours = not summary and (bool(torch and torch.cuda_initialized) or bool(records.tensor_devices - {"cpu"})
+                            or isinstance(gpus.choice, frozenset))
+    diagnosis = diagnose(share, recent_busy(devices) if ours else None)
     return render_monitor(MonitorText(
         title=title, status=run.state, status_detail=None if detail is None else detail[:400],
         steps_done=steps_done(records), rows=records.size, total_steps=progress.total_steps,
@@ -92,4 +107,5 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
         backend_status=backend_status, backend_reason=backend_reason, config_error=gpus.config_error,
         devices=devices, torch=gpus.torch, errors=run.errors, summary=summary, advice=advice,
         notes=notes, run_dir=str(run_dir) if run_dir is not None else None,
+        data_wait=share, diagnosis=diagnosis,
     ))

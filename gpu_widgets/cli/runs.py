@@ -1,0 +1,78 @@
+"""`gpu-widgets runs`: the recent runs in the run log, newest first."""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from ..runs.listing import RunInfo, list_runs
+from ..runs.run_log import ENV_DIR, default_root
+
+DEFAULT_LIMIT = 20
+COLUMNS = ("NAME", "STATUS", "STEPS", "STARTED", "UPDATED", "DIRECTORY")
+MAX_NAME = 32
+
+
+class UsageError(Exception):
+    """A bad argument: exit 2 with the message."""
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of runs, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
+
+
+def add_parser(sub: Any) -> None:
+    runs = sub.add_parser("runs", help="list recent training runs from the run log, newest first")
+    runs.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
+                      help=f"show the N newest runs (default {DEFAULT_LIMIT})")
+    runs.add_argument("--all", action="store_true", help="show every run (overrides --limit)")
+    runs.add_argument("--json", action="store_true", help="print a JSON list (times in seconds since the epoch)")
+    runs.add_argument("--dir", type=Path, metavar="DIR",
+                      help=f"the run-log directory to read (default: ${ENV_DIR}, else the user data directory)")
+
+
+def main(args: argparse.Namespace) -> int:
+    root = args.dir.expanduser() if args.dir is not None else default_root()
+    if args.dir is not None and not root.is_dir():
+        what = "is not a directory" if root.exists() else "does not exist"
+        raise UsageError(f"--dir {str(root)!r} {what}")
+    runs = list_runs(root) if root.is_dir() else []
+    shown = runs if args.all else runs[: args.limit]
+    if args.json:
+        print(json.dumps([r.as_json() for r in shown], indent=1))
+        return 0
+    if not runs:
+        print(f"No runs in {root}")
+        return 0
+    print(render(shown))
+    if len(shown) < len(runs):
+        print(f"({len(runs) - len(shown)} older runs not shown: --all shows them)")
+    return 0
+
+
+def render(runs: list[RunInfo]) -> str:
+    rows = [COLUMNS] + [(_name(r.name), r.status, f"{r.steps:,}", _when(r.started), _when(r.updated), r.directory)
+                        for r in runs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
+    lines = []
+    for row in rows:
+        cells = [cell.rjust(w) if i == 2 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join([*cells, row[-1]]))
+    return "\n".join(lines)
+
+
+def _name(name: str) -> str:
+    name = " ".join(name.split())  # a title with line breaks must not break the table
+    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
+
+
+def _when(t: float | None) -> str:
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))

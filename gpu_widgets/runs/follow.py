@@ -1,0 +1,195 @@
+"""Reading a run log while another process writes it: only the lines added since the last read.
+
+``RunTail`` keeps a byte offset per file and reads at most a given number of bytes a call, up to
+the last complete line: a line the writer has not finished is read on a later call, whole. So a
+reader of a run log of millions of steps holds one chunk at a time, never the whole file, and a
+caller that draws between chunks shows progress while it catches up.
+
+A damaged line in the middle is skipped with a note naming the file and line (the writer may
+still be running: one bad line must not stop the view). Whether the writing process is still
+alive is read from ``run.json`` (``pid``, ``host``): on the same host a dead pid means the run
+was killed and will never end by itself.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from .run_files import RunFileError
+from .run_log import GPU, META, STEPS, read_meta
+
+I64 = 2**63
+ENDED_WORDS = frozenset({"finished", "failed", "interrupted"})
+
+
+def resolve_run_dir(path: str | os.PathLike) -> Path:
+    """The run directory for ``path`` (a run directory or its steps.jsonl), or an error saying
+    what is wrong with it."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"follow() takes a run directory (a path), got {type(path).__name__} {path!r}")
+    p = Path(path).expanduser()
+    if p.is_file() and p.name == STEPS:
+        p = p.parent
+    if not p.exists():
+        raise FileNotFoundError(f"no such run directory: {p} (`gpu-widgets runs` lists the recent runs)")
+    if not p.is_dir():
+        raise NotADirectoryError(f"{p} is a file, not a run directory; follow() takes the directory that "
+                                 f"holds {META} and {STEPS} (load() reads saved files)")
+    if not (p / META).is_file():
+        raise FileNotFoundError(f"{p} is not a gpu-widgets run: it has no {META}")
+    return p
+
+
+def writer_alive(meta: dict[str, Any]) -> bool | None:
+    """Whether the process that writes the run is alive: None when that cannot be told (another
+    host, no pid in run.json, or Windows, where signal 0 is not a harmless probe)."""
+    pid, host = meta.get("pid"), meta.get("host")
+    if sys.platform == "win32" or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    if host and host != _hostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, another user's
+    except OSError:
+        return None
+    return True
+
+
+def _hostname() -> str:
+    try:
+        return os.uname().nodename
+    except AttributeError:
+        return socket.gethostname()
+
+
+def status_word(meta: dict[str, Any]) -> str:
+    """The run's status as run.json says it, "unfinished" for a run whose writer died without
+    ending it (killed), "unknown" when run.json says nothing."""
+    status = meta.get("status")
+    if not isinstance(status, str) or not status:
+        return "unknown"
+    if status in ("running", "idle") and writer_alive(meta) is False:
+        return "unfinished"
+    return status
+
+
+class RunTail:
+    """The new lines of one run directory's steps.jsonl and gpu.jsonl, read incrementally."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = resolve_run_dir(path)
+        self.steps = _Tail(self.path / STEPS)
+        self.gpu = _Tail(self.path / GPU)
+
+    def meta(self) -> dict[str, Any]:
+        return read_meta(self.path)
+
+    def step_rows(self, max_bytes: int) -> tuple[list[tuple[int, float, dict[str, Any]]], list[str]]:
+        """(step, time, values) of the complete new lines of steps.jsonl, and notes about lines skipped."""
+        out: list[tuple[int, float, dict[str, Any]]] = []
+        rows, notes = self.steps.read(max_bytes)
+        where = self.steps.file
+        for n, row in rows:
+            step = row.pop("step", None)
+            t = row.pop("time", None)
+            if type(step) is not int or not 0 <= step < I64:
+                notes.append(f"{where}: line {n}: 'step' is not a whole number from 0: skipped")
+                continue
+            if type(t) is not float:
+                t = float(t) if type(t) is int else float("nan")
+            out.append((step, t, row))
+        return out, notes
+
+    def gpu_rows(self, max_bytes: int) -> tuple[list[dict[str, Any]], list[str]]:
+        from .saved_run import _gpu_row  # here: `gpu-widgets runs` imports this module and must stay numpy-free
+
+        rows, notes = self.gpu.read(max_bytes)
+        out = []
+        for n, row in rows:
+            try:
+                out.append(_gpu_row(row, f"{self.gpu.file}: line {n}"))
+            except RunFileError as exc:
+                notes.append(f"{exc}: skipped")
+        return out, notes
+
+    @property
+    def caught_up(self) -> bool:
+        """Everything complete in both files has been read."""
+        return self.steps.caught_up and self.gpu.caught_up
+
+
+class _Tail:
+    """One JSON Lines file read from where the last read stopped."""
+
+    def __init__(self, file: Path) -> None:
+        self.file = file
+        self.offset = 0
+        self.lines = 0  # complete lines read (line numbers for notes, sample counts for spilling)
+        self.skipped = 0  # of those, lines that were not a row
+        self.caught_up = False
+
+    def read(self, max_bytes: int) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+        try:
+            with open(self.file, "rb") as f:
+                f.seek(self.offset)
+                data = f.read(max_bytes)
+                more = bool(data) and len(data) == max_bytes and bool(f.read(1))
+        except FileNotFoundError:
+            self.caught_up = True  # made a moment after run.json, or a run without GPU samples
+            return [], []
+        end = data.rfind(b"\n") + 1
+        if end == 0 and more:  # one line longer than a chunk: read it whole
+            with open(self.file, "rb") as f:
+                f.seek(self.offset)
+                data = f.readline()
+            end = len(data) if data.endswith(b"\n") else 0
+            more = True
+        self.caught_up = not more
+        if end == 0:
+            return [], []
+        chunk = data[:end]
+        self.offset += end
+        first = self.lines + 1
+        lines = chunk.split(b"\n")[:-1]
+        self.lines += len(lines)
+        rows, notes = _parse(lines, first, self.file)
+        self.skipped += len(lines) - len(rows)
+        return rows, notes
+
+
+def _parse(lines: list[bytes], first: int, file: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+    """Rows of complete lines, numbered from ``first``. One json.loads for the whole chunk (the
+    common case, several times faster than a call per line); line by line only when that fails."""
+    text = b",".join(line for line in lines if line.strip())
+    try:
+        rows = json.loads(b"[" + text + b"]")
+        if all(type(r) is dict for r in rows):
+            if len(rows) == len(lines):
+                return list(enumerate(rows, first)), []
+            # blank lines among them: number the rows by their lines
+            it = iter(rows)
+            return [(n, next(it)) for n, line in enumerate(lines, first) if line.strip()], []
+    except (ValueError, RecursionError):
+        pass
+    out, notes = [], []
+    for n, line in enumerate(lines, first):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            notes.append(f"{file}: line {n} is not JSON: skipped")
+            continue
+        if type(row) is not dict:
+            notes.append(f"{file}: line {n} is not a JSON object: skipped")
+            continue
+        out.append((n, row))
+    return out, notes

@@ -1,0 +1,209 @@
+"""Why is my GPU not busy? The time each step waited for its data, and what it says.
+
+The loop side (``track()``, the framework callbacks, ``TrainingMonitor.note_data_wait``) stamps
+``time.perf_counter()`` around the wait and calls :meth:`StepTimes.add`: two deque appends, no
+lock (CPython's deque appends are atomic), nothing that can raise. The monitor's thread drains
+the steps into time bins for the "data wait (%)" chart; anyone reads :meth:`StepTimes.share`.
+
+The first batch of each epoch is not counted: its wait is the loader starting up (worker
+processes, opening files), a one-off cost that would otherwise dominate the first ~20 steps.
+
+Diagnosis (``diagnose``), from the share of recent step time spent waiting for data and, when
+this process's GPUs are known, how busy they were lately:
+
+* input-bound: a large share waiting (>= 25 %) and the GPU not busy (< 80 %, or not known);
+* CPU-bound: little waiting (< 10 %) yet the GPU busy under 50 %: it idles between kernels
+  while Python prepares the next ones;
+* otherwise nothing: compute-bound (the healthy case), or between the two.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..runs.gpu_trace import DeviceTrace
+from ..store.decimator import Decimator
+from . import run_state
+from .advice import Advice
+
+WINDOW_STEPS = 50  # data_wait_share: over the last 50 steps
+MIN_STEPS = 8  # fewer steps counted: no share, no diagnosis
+BIN_S = 0.5  # one chart point per half second of steps (a noisy per-step line read as a band)
+INPUT_BOUND = 0.25
+CPU_BOUND = 0.10
+GPU_BUSY = 80.0
+GPU_IDLE_BETWEEN = 50.0
+GPU_RECENT_S = 10.0  # "the GPU lately": its samples of the last 10 s
+CHART = "data_wait"
+CHART_TITLE = "data wait (%)"
+LINE = "data wait"
+COLOR = "#6a1b9a"
+
+
+class StepTimes:
+    """Per-step (seconds waiting for data, seconds in the whole step), recent and for the chart."""
+
+    def __init__(self, max_points: int = 2000) -> None:
+        self.recent: deque[tuple[float, float]] = deque(maxlen=WINDOW_STEPS)
+        self.inbox: deque[tuple[float, float, float]] = deque(maxlen=8192)  # + perf_counter at the step's start
+        self.curve = Decimator(max_points)
+        self.open_bin: list[float] | None = None  # [first step's start, wait, total] of the bin being filled
+        self.changed = False  # points added since the chart's last redraw
+
+    def add(self, wait_s: float, step_s: float, at: float) -> None:
+        """One step (the loop's thread): ``wait_s`` of its ``step_s`` spent waiting for data;
+        ``at``: perf_counter when the wait began."""
+        self.recent.append((wait_s, step_s))
+        self.inbox.append((at, wait_s, step_s))
+
+    @property
+    def has_data(self) -> bool:
+        return bool(self.recent)
+
+    @property
+    def counted(self) -> int:
+        return len(self.recent)
+
+    def share(self) -> float | None:
+        """Waiting for data / whole step time over the recent steps, 0-1; None before MIN_STEPS."""
+        steps = list(self.recent)  # a copy: the loop appends meanwhile
+        if len(steps) < MIN_STEPS:
+            return None
+        total = sum(s for _, s in steps)
+        return min(1.0, sum(w for w, _ in steps) / total) if total > 0 else None
+
+    # -- the monitor's thread ---------------------------------------------------------------------
+    def drain(self, offset: float) -> None:
+        """Fold new steps into half-second bins; ``offset`` turns perf_counter into chart x."""
+        while self.inbox:
+            at, wait, step = self.inbox.popleft()
+            b = self.open_bin
+            if b is not None and at - b[0] >= BIN_S:
+                if b[2] > 0:
+                    self.curve.extend([b[0] + offset], [100.0 * min(1.0, b[1] / b[2])])
+                b = None
+            if b is None:
+                b = self.open_bin = [at, 0.0, 0.0]
+            b[1] += wait
+            b[2] += step
+            self.changed = True
+
+    def line(self, t0: float | None, n: int, force: bool = False) -> tuple[Any, ...] | None:
+        """The chart's line as the view takes it (LineData), when new steps came (or ``force``);
+        else None. At most ``n`` points of closed bins (min/max bucketed), then the bin being filled."""
+        offset = run_state.now() - time.perf_counter() - (t0 or 0.0)  # perf_counter -> seconds since the start
+        self.drain(offset)
+        if not (self.changed or force and self.has_data):
+            return None
+        self.changed = False
+        xs, ys = self.curve.points(n) if self.curve.count else ((), ())
+        b = self.open_bin
+        if b is not None and b[2] > 0:
+            xs, ys = [*xs, b[0] + offset], [*ys, 100.0 * min(1.0, b[1] / b[2])]
+        return (CHART, LINE, COLOR, "solid", np.asarray(xs, np.float32), np.asarray(ys, np.float32))
+
+
+class TimedBatches:
+    """``iterable`` as ``track()`` walks it, each ``next()`` timed: one epoch per ``iter()``. A
+    step is from one batch's arrival to the next one's; the wait is the time inside ``next()``.
+    The loader's own exceptions pass through untouched."""
+
+    def __init__(self, iterable: Iterable[Any], times: StepTimes) -> None:
+        self.iterable = iterable
+        self.times = times
+
+    def __iter__(self) -> Iterator[Any]:
+        clock, add = time.perf_counter, self.times.add
+        batches = iter(self.iterable)
+        last = None  # the first batch of an epoch is the loader starting up: not counted
+        while True:
+            began = clock()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            got = clock()
+            if last is not None:
+                add(got - began, got - last, began)
+            last = got
+            yield batch
+
+
+class DataWaitHooks:
+    """TrainingMonitor's data-wait API (kept here: monitor.py has a line budget)."""
+
+    _r: Any
+
+    def note_data_wait(self, wait_s: float, step_s: float) -> None:
+        """One step's timing, for loops that do not use ``track()``: ``wait_s`` seconds of its
+        ``step_s`` (the whole step, the wait included) were spent waiting for the data. Feeds
+        ``data_wait_share``, the "data wait (%)" chart and the input-bound / CPU-bound diagnosis."""
+        wait, step = checked_wait(wait_s, step_s)
+        self._r.charts.waits.add(wait, step, time.perf_counter() - step)
+
+    @property
+    def data_wait_share(self) -> float | None:
+        """The share (0-1) of the recent steps' time (last 50) spent waiting for data: from
+        ``track()``, the framework callbacks or ``note_data_wait()``; None before 8 steps."""
+        return self._r.charts.waits.share()
+
+    def _timed(self, iterable: Iterable[Any]) -> TimedBatches:
+        return TimedBatches(iterable, self._r.charts.waits)
+
+
+def checked_wait(wait_s: Any, step_s: Any) -> tuple[float, float]:
+    """``note_data_wait(wait_s, step_s)``: seconds, 0 <= wait_s <= step_s (a hair over is rounding)."""
+    for name, v in (("wait_s", wait_s), ("step_s", step_s)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+            raise TypeError(f"note_data_wait({name}=...) takes seconds as a number, got {type(v).__name__} {v!r}")
+    wait, step = float(wait_s), float(step_s)
+    if not (math.isfinite(wait) and math.isfinite(step)) or wait < 0 or step < 0:
+        raise ValueError(f"note_data_wait(wait_s={wait_s!r}, step_s={step_s!r}): seconds must be finite and 0 or more")
+    if wait > step * 1.001 + 1e-6:
+        raise ValueError(f"note_data_wait(wait_s={wait_s!r}, step_s={step_s!r}): the wait is part of the step, "
+                         "so it cannot be longer than the step")
+    return min(wait, step), step
+
+
+def recent_busy(devices: Sequence[DeviceTrace], window_s: float = GPU_RECENT_S) -> float | None:
+    """Mean utilization of ``devices`` over their samples of the last ``window_s``; None without any."""
+    values: list[float] = []
+    for d in devices:
+        col = d.columns.get("utilization_gpu_percent")
+        if not col or not len(d.times):
+            continue
+        end = d.times[-1]
+        i = len(d.times)
+        while i > 0 and d.times[i - 1] >= end - window_s:
+            i -= 1
+        values.extend(v for v in col[i:] if v == v)  # NaN: not read
+    return sum(values) / len(values) if values else None
+
+
+def diagnose(share: float | None, gpu_busy: float | None) -> Advice | None:
+    """Input-bound, CPU-bound, or None (compute-bound: healthy, or not enough known)."""
+    if share is None:
+        return None
+    if share >= INPUT_BOUND and (gpu_busy is None or gpu_busy < GPU_BUSY):
+        gpu = "" if gpu_busy is None else f" while the GPU was busy only {gpu_busy:.0f}% of the time"
+        return Advice(
+            "input-bound",
+            f"Input-bound: the loop spent {share:.0%} of each step waiting for its data{gpu}. Feed it faster: "
+            "more DataLoader workers (num_workers=4 or more, persistent_workers=True), pin_memory=True, "
+            "prefetching (prefetch_factor), or a faster data format (pre-decoded, memory-mapped or "
+            "pre-tokenized data instead of decoding files every step).",
+        )
+    if share < CPU_BOUND and gpu_busy is not None and gpu_busy < GPU_IDLE_BETWEEN:
+        return Advice(
+            "cpu-bound",
+            f"CPU-bound: the data is ready ({share:.0%} of each step waiting for it), yet the GPU was busy only "
+            f"{gpu_busy:.0f}% of the time: it idles between kernels while Python prepares the next ones. "
+            "A larger batch, fewer small operations and .item() calls per step, torch.compile or CUDA graphs "
+            "give it more work per launch.",
+        )
+    return None
