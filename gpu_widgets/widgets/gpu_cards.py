@@ -43,18 +43,25 @@ def metric_cell(m: Metric, values: Mapping[str, Any], sub: str = "") -> str:
     """``m``'s cell from a sample's fields: "54.6 / 80.0 GiB" where the metric has a limit field.
     No tooltip: the catalogue's help on every GPU's card would triple the header re-sent on a
     redraw (the charts' titles and the summary card carry it)."""
-    raw = values.get(m.field)
-    if raw is None:
+    if values.get(m.field) is None:
         return ""
     limit = values.get(m.y_max_field) if m.y_max_field else None
-    text = m.text(raw)
-    if limit:
-        words = LIMIT_WORDS.get(m.y_max_field or "")
-        if words:
-            sub = " · ".join(x for x in (sub, f"{words} {m.text(limit)}") if x)
-        else:
-            text = f"{number(m, raw)} / {m.text(limit)}"
-    return cell(short_label(m), text, sub)
+    words = LIMIT_WORDS.get(m.y_max_field or "")
+    if limit and words:
+        sub = " · ".join(x for x in (sub, f"{words} {m.text(limit)}") if x)
+    return cell(short_label(m), value_text(m, values), sub)
+
+
+def value_text(m: Metric, values: Mapping[str, Any]) -> str:
+    """The value's words: "54.6 / 80.0 GiB" against a limit, "65 °C" where the limit is worded
+    apart (the slowdown temperature); "—" when unknown."""
+    raw = values.get(m.field)
+    if raw is None:
+        return "—"
+    limit = values.get(m.y_max_field) if m.y_max_field else None
+    if limit and not LIMIT_WORDS.get(m.y_max_field or ""):
+        return f"{number(m, raw)} / {m.text(limit)}"
+    return m.text(raw)
 
 
 def card(index: int, name: str | None, cells: Iterable[str], notes: Iterable[str], lost: bool = False) -> str:

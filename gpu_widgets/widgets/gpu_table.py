@@ -15,22 +15,10 @@ from ..metrics.catalogue import Metric
 from ..metrics.throttle import SLOWDOWNS, slowdown_names
 from ..runs.gpu_trace import DeviceTrace
 from . import units
-from .gpu_cards import LIMIT_WORDS, lost_now, number, reasons_text, short_label
+from .gpu_cards import lost_now, reasons_text, short_label, value_text
 
 # Cards up to this many GPUs, a table beyond: two cards sit side by side in one row.
 MAX_CARDS = 2
-
-
-def value_text(m: Metric, values: Mapping[str, Any]) -> str:
-    """The cell's words: "54.6 / 80.0 GiB" against a limit, "65 °C" where the limit is worded
-    (the slowdown temperature is the chart's top; in a row it would only repeat)."""
-    raw = values.get(m.field)
-    if raw is None:
-        return "—"
-    limit = values.get(m.y_max_field) if m.y_max_field else None
-    if limit and not LIMIT_WORDS.get(m.y_max_field or ""):
-        return f"{number(m, raw)} / {m.text(limit)}"
-    return m.text(raw)
 
 
 def _short(name: str | None) -> str:
