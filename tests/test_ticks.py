@@ -101,3 +101,20 @@ def test_ticks_are_sent_only_when_they_change():
     mon.refresh()
     assert len(sent) == 1 and max(sent[0]) > 1.0
     mon.finish()
+
+
+def test_a_monitor_nobody_displays_records_without_drawing_until_it_is_displayed():
+    # A script (or display=False) never shows the charts: the timer records only, the first
+    # display draws everything logged before it, and the timer draws from then on.
+    mon = make(x_axis="step", plot=["loss"])
+    for i in range(5):
+        mon.log(loss=1.0 / (i + 1))
+    mon._r.tick()  # a timer pass: due, but nobody looks
+    assert mon._view.line_count == 0 and mon._r.records.size == 5
+    mon._repr_mimebundle_()
+    assert list(marks(mon._view.charts, "loss")["loss"].x) == [0, 1, 2, 3, 4]
+    mon.log(loss=0.1)
+    mon._r.draw_due = 0.0
+    mon._r.tick()
+    assert len(marks(mon._view.charts, "loss")["loss"].x) == 6
+    mon.finish()

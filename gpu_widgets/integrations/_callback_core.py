@@ -17,14 +17,15 @@ import atexit
 import inspect
 import math
 import sys
-import time
 import weakref
+from time import perf_counter
 from collections.abc import Mapping
 from typing import Any
 
 from ..widgets.batches import batch_size_of
 from ..widgets.cell_hooks import in_kernel
 from ..widgets.monitor import TrainingMonitor
+from ..widgets.run_state import now as wall_now
 
 _active: "weakref.WeakSet[MonitorFeed]" = weakref.WeakSet()  # feeds between begin() and end()
 
@@ -87,6 +88,8 @@ class MonitorFeed:
         self.step_started: float | None = None  # perf_counter at the current step's start
         self.step_ended: float | None = None  # and at the previous step's end
         self.step_busy: float | None = None  # the previous step, start to end
+        self._add_wait: Any = None  # the monitor's recorders, from begin()
+        self._add_samples: Any = None
 
     @property
     def monitor(self) -> TrainingMonitor:
@@ -116,6 +119,9 @@ class MonitorFeed:
         if total_steps is not None and total_steps > 0:
             mon.total_steps = int(total_steps)
         mon.__enter__()  # the run (its clock, GPU sampling, run log) starts with training, not at step 1
+        # Every step passes here: the monitor's own recorders, without the checks its public
+        # note_data_wait() / note_batch() make on values from a user (ours are always sound).
+        self._add_wait, self._add_samples = mon._r.charts.waits.add, mon._r.samples.add
 
     def epoch(self, epoch: int, epochs: int | None) -> None:
         """``epoch`` counted from 1, as shown; ``epochs`` the total, when known and sensible."""
@@ -127,24 +133,24 @@ class MonitorFeed:
         """The framework did its own work since the last step (validation, a checkpoint, logging):
         the next step's wait is counted from now."""
         if self.step_ended is not None:
-            self.step_ended = time.perf_counter()
+            self.step_ended = perf_counter()
 
     def batch_started(self) -> None:
-        now = self.step_started = time.perf_counter()
+        now = self.step_started = perf_counter()
         ended, busy = self.step_ended, self.step_busy
         if ended is not None and busy is not None and now >= ended:
             wait = now - ended
-            self.monitor.note_data_wait(wait, wait + busy)
+            self._add_wait(wait, wait + busy, ended)
 
     def batch_ended(self, batch: Any = None, samples: int | None = None) -> None:
         """One batch done: its samples counted (from ``samples``, else read from ``batch``)."""
-        ended = self.step_ended = time.perf_counter()
+        ended = self.step_ended = perf_counter()
         if self.step_started is not None:
             self.step_busy = ended - self.step_started
         if samples is None and batch is not None:
             samples = batch_size_of(batch)
         if samples is not None:
-            self.monitor.note_batch(samples)
+            self._add_samples(samples, wall_now())
         if self._unannounced:
             self.announce()
 

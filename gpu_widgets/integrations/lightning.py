@@ -104,12 +104,14 @@ class GpuWidgetsCallback(pl.Callback):
             epochs = trainer.max_epochs
             self._feed.epoch(trainer.current_epoch + 1, epochs if epochs and epochs > 0 else None)
 
+    # Only the global-zero process ever begins a run (on_fit_start), so ``active`` alone says
+    # whether this process records: the per-batch hooks read no trainer property for it.
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        if trainer.is_global_zero and self._feed.active:
+        if self._feed.active:
             self._feed.batch_started()
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if not (trainer.is_global_zero and self._feed.active):
+        if not self._feed.active:
             return
         self._feed.batch_ended(batch)
         step, every = trainer.global_step, trainer.log_every_n_steps

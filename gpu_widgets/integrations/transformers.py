@@ -82,12 +82,14 @@ class GpuWidgetsCallback(TrainerCallback):
         if _main(args, state) and self._feed.active:
             self._feed.epoch(int(state.epoch or 0) + 1, state.num_train_epochs or None)
 
+    # Only the main process begins a run (on_train_begin): ``active`` alone says whether this
+    # process records, so the per-step hooks read nothing else.
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if _main(args, state) and self._feed.active:
+        if self._feed.active:
             self._feed.batch_started()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if _main(args, state) and self._feed.active:
+        if self._feed.active:
             samples, self._samples = self._samples, 0
             self._feed.batch_ended(samples=samples if self._hook is not None else None)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .run_files import RunFileError
-from .run_log import GPU, META, STEPS, read_meta
+from .run_log import DATA_WAIT, GPU, META, STEPS, read_meta
 
 I64 = 2**63
 ENDED_WORDS = frozenset({"finished", "failed", "interrupted"})
@@ -88,6 +88,7 @@ class RunTail:
         self.path = resolve_run_dir(path)
         self.steps = _Tail(self.path / STEPS)
         self.gpu = _Tail(self.path / GPU)
+        self.waits = _Tail(self.path / DATA_WAIT)  # absent in runs that time no data wait, and in older ones
 
     def meta(self) -> dict[str, Any]:
         return read_meta(self.path)
@@ -120,10 +121,23 @@ class RunTail:
                 notes.append(f"{exc}: skipped")
         return out, notes
 
+    def data_wait_rows(self, max_bytes: int) -> tuple[list[dict[str, Any]], list[str]]:
+        """The new bins of data_wait.jsonl (checked as load() checks them), and notes about lines skipped."""
+        from .saved_run import data_wait_row
+
+        rows, notes = self.waits.read(max_bytes)
+        out = []
+        for n, row in rows:
+            try:
+                out.append(data_wait_row(row, f"{self.waits.file}: line {n}"))
+            except RunFileError as exc:
+                notes.append(f"{exc}: skipped")
+        return out, notes
+
     @property
     def caught_up(self) -> bool:
-        """Everything complete in both files has been read."""
-        return self.steps.caught_up and self.gpu.caught_up
+        """Everything complete in the three files has been read."""
+        return self.steps.caught_up and self.gpu.caught_up and self.waits.caught_up
 
 
 class _Tail:

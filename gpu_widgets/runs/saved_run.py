@@ -1,5 +1,7 @@
 """Reading a finished (or killed) run back: a run-log directory, its steps.jsonl, or a file
-written by ``TrainingMonitor.save()`` with its GPU samples beside it."""
+written by ``TrainingMonitor.save()`` with its GPU samples beside it. A run-log directory may also
+hold ``data_wait.jsonl`` (the steps' wait for data); run logs written before it existed load
+without it."""
 from __future__ import annotations
 
 import json
@@ -12,7 +14,7 @@ from typing import Any
 
 from .gpu_trace import FIELDS, TORCH_FIELDS
 from .run_files import RunFileError, as_float, check_format, gpu_sibling, read_numbered, shown, step_row
-from .run_log import GPU, META, STEPS
+from .run_log import DATA_WAIT, GPU, META, STEPS
 
 
 @dataclass
@@ -22,6 +24,7 @@ class SavedRun:
     rows: list[dict[str, Any]]
     gpu_rows: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    data_wait_rows: list[dict[str, Any]] = field(default_factory=list)  # data_wait.jsonl's bins
 
     @property
     def title(self) -> str:
@@ -64,6 +67,11 @@ def read_run(path: str | os.PathLike) -> SavedRun:
         gpu_rows, gpu_notes = read_numbered(gpu_path)
         run.notes.extend(gpu_notes)
         run.gpu_rows = [_gpu_row(r, f"{gpu_path}: line {n}") for n, r in gpu_rows]
+    wait_path = run_dir / DATA_WAIT if run_dir is not None else None
+    if wait_path is not None and wait_path.is_file():
+        wait_rows, wait_notes = read_numbered(wait_path)
+        run.notes.extend(wait_notes)
+        run.data_wait_rows = [data_wait_row(r, f"{wait_path}: line {n}") for n, r in wait_rows]
     for note in run.notes:  # a script that loads a run sees them too, not only the widget
         warnings.warn(f"TrainingMonitor.load: {note}", RuntimeWarning, stacklevel=3)
     if meta.get("error"):
@@ -126,3 +134,20 @@ def _gpu_row(raw: dict[str, Any], where: str) -> dict[str, Any]:
     if raw.get("lost") not in (None, True, False, 0, 1):
         raise RunFileError(f"{where}: 'lost' must be true or false, got {shown(raw['lost'])}")
     return raw
+
+
+def data_wait_row(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """Check one data-wait bin: ``{"time", "wait_s", "step_s", "steps"}``, seconds 0 or more,
+    the wait part of the steps, at least one step."""
+    steps = raw.get("steps")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise RunFileError(f"{where}: 'steps' must be a whole number from 1, got {shown(steps)}")
+    values = {k: as_float(raw.get(k), k, where) for k in ("time", "wait_s", "step_s")}
+    for k, v in values.items():
+        if not math.isfinite(v) or (k != "time" and v < 0):
+            raise RunFileError(f"{where}: {k!r} must be a finite number{'' if k == 'time' else ' of seconds, 0 or more'}, "
+                               f"got {shown(raw.get(k))}")
+    if values["wait_s"] > values["step_s"] * 1.001 + 1e-6:
+        raise RunFileError(f"{where}: 'wait_s' ({shown(raw['wait_s'])}) is longer than 'step_s' "
+                           f"({shown(raw['step_s'])}); the wait is part of the steps")
+    return {**values, "steps": steps}

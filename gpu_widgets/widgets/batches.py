@@ -32,6 +32,11 @@ def _first_array(batch: Any, depth: int = 0) -> Any | None:
 
 def batch_size_of(batch: Any) -> int | None:
     """Samples in ``batch``, or None when it cannot be told."""
+    kind = type(batch)
+    if (kind is tuple or kind is list) and batch:  # (x, y), the common case, read without the walk
+        shape = getattr(batch[0], "shape", None)
+        if shape is not None:
+            return int(shape[0]) if len(shape) else None
     array = _first_array(batch)
     if array is not None:
         shape = tuple(array.shape)

@@ -4,6 +4,9 @@ The loop side (``track()``, the framework callbacks, ``TrainingMonitor.note_data
 ``time.perf_counter()`` around the wait and calls :meth:`StepTimes.add`: two deque appends, no
 lock (CPython's deque appends are atomic), nothing that can raise. The monitor's thread drains
 the steps into time bins for the "data wait (%)" chart; anyone reads :meth:`StepTimes.share`.
+Each closed bin is also a line of the run log's ``data_wait.jsonl`` (``take_unsaved``: the bin's
+start, wait, step seconds and step count), from which ``load()`` and ``follow()`` rebuild the chart
+and the share (``add_saved``): bounded by time, not by steps.
 
 The first batch of each epoch is not counted: its wait is the loader starting up (worker
 processes, opening files), a one-off cost that would otherwise dominate the first ~20 steps.
@@ -52,8 +55,9 @@ class StepTimes:
         self.recent: deque[tuple[float, float]] = deque(maxlen=WINDOW_STEPS)
         self.inbox: deque[tuple[float, float, float]] = deque(maxlen=8192)  # + perf_counter at the step's start
         self.curve = Decimator(max_points)
-        self.open_bin: list[float] | None = None  # [first step's start, wait, total] of the bin being filled
+        self.open_bin: list[float] | None = None  # [first step's start (epoch s), wait, total, steps] being filled
         self.changed = False  # points added since the chart's last redraw
+        self.unsaved: list[list[float]] | None = None  # closed bins for the run log; None: no run log
 
     def add(self, wait_s: float, step_s: float, at: float) -> None:
         """One step (the loop's thread): ``wait_s`` of its ``step_s`` spent waiting for data;
@@ -78,34 +82,73 @@ class StepTimes:
         return min(1.0, sum(w for w, _ in steps) / total) if total > 0 else None
 
     # -- the monitor's thread ---------------------------------------------------------------------
-    def drain(self, offset: float) -> None:
-        """Fold new steps into half-second bins; ``offset`` turns perf_counter into chart x."""
+    def drain(self, t0: float | None) -> None:
+        """Fold new steps into half-second bins, timed in run_state.now()'s clock (epoch seconds,
+        as the run log's other times); ``t0``: the run's start, x = 0 of the chart."""
+        to_epoch = run_state.now() - time.perf_counter()
         while self.inbox:
             at, wait, step = self.inbox.popleft()
+            at += to_epoch
             b = self.open_bin
             if b is not None and at - b[0] >= BIN_S:
-                if b[2] > 0:
-                    self.curve.extend([b[0] + offset], [100.0 * min(1.0, b[1] / b[2])])
+                self.close_bin(t0)
                 b = None
             if b is None:
-                b = self.open_bin = [at, 0.0, 0.0]
+                b = self.open_bin = [at, 0.0, 0.0, 0]
             b[1] += wait
             b[2] += step
+            b[3] += 1
             self.changed = True
 
-    def line(self, t0: float | None, n: int, force: bool = False) -> tuple[Any, ...] | None:
-        """The chart's line as the view takes it (LineData), when new steps came (or ``force``);
-        else None. At most ``n`` points of closed bins (min/max bucketed), then the bin being filled."""
-        offset = run_state.now() - time.perf_counter() - (t0 or 0.0)  # perf_counter -> seconds since the start
-        self.drain(offset)
-        if not (self.changed or force and self.has_data):
-            return None
-        self.changed = False
+    def close_bin(self, t0: float | None) -> None:
+        """The bin being filled is complete: a point of the chart, and a line for the run log."""
+        b, self.open_bin = self.open_bin, None
+        if b is None:
+            return
+        if b[2] > 0:
+            self.curve.extend([b[0] - (t0 or 0.0)], [100.0 * min(1.0, b[1] / b[2])])
+        if self.unsaved is not None:
+            self.unsaved.append(b)
+
+    def take_unsaved(self, t0: float | None, final: bool = False) -> list[dict[str, float]]:
+        """The bins closed since the last call, as run-log rows (``data_wait.jsonl``); ``final``:
+        the run stops, so the bin being filled is closed and given too."""
+        self.drain(t0)
+        if final:
+            self.close_bin(t0)
+        bins = self.unsaved or []
+        if self.unsaved is not None:
+            self.unsaved = []
+        return [{"time": b[0], "wait_s": round(b[1], 6), "step_s": round(b[2], 6), "steps": int(b[3])} for b in bins]
+
+    def add_saved(self, rows: Iterable[dict[str, Any]], t0: float) -> None:
+        """Bins read back from a run log (load(), follow()): the chart's points, and for the share
+        each bin's steps as that many steps of its mean wait and length (the last 50 are kept)."""
+        for r in rows:
+            n, wait, step = r["steps"], float(r["wait_s"]), float(r["step_s"])
+            if step > 0:
+                self.curve.extend([float(r["time"]) - t0], [100.0 * min(1.0, wait / step)])
+            self.recent.extend([(wait / n, step / n)] * min(n, WINDOW_STEPS))
+            self.changed = True
+
+    def points(self, t0: float | None, n: int | None = None) -> tuple[Any, Any]:
+        """The chart's points (seconds since ``t0``, %): at most ``n`` of closed bins (min/max
+        bucketed), then the bin being filled."""
+        self.drain(t0)
         xs, ys = self.curve.points(n) if self.curve.count else ((), ())
         b = self.open_bin
         if b is not None and b[2] > 0:
-            xs, ys = [*xs, b[0] + offset], [*ys, 100.0 * min(1.0, b[1] / b[2])]
-        return (CHART, LINE, COLOR, "solid", np.asarray(xs, np.float32), np.asarray(ys, np.float32))
+            xs, ys = [*xs, b[0] - (t0 or 0.0)], [*ys, 100.0 * min(1.0, b[1] / b[2])]
+        return np.asarray(xs, np.float32), np.asarray(ys, np.float32)
+
+    def line(self, t0: float | None, n: int, force: bool = False) -> tuple[Any, ...] | None:
+        """The chart's line as the view takes it (LineData), when new steps came (or ``force``);
+        else None."""
+        self.drain(t0)
+        if not (self.changed or force and self.has_data):
+            return None
+        self.changed = False
+        return (CHART, LINE, COLOR, "solid", *self.points(t0, n))
 
 
 class TimedBatches:

@@ -30,6 +30,7 @@ from .run_state import State
 POLL_S = 0.5
 STEP_BYTES = 2 << 20  # read per pass (~25k rows): then a redraw, so a long log fills in visibly
 GPU_BYTES = 4 << 20
+WAIT_BYTES = 1 << 20  # data_wait.jsonl: ~70 bytes per half second of steps
 GPU_WINDOW_S = 3600.0  # GPU samples kept in memory, as a live run keeps them; older ones stay in gpu.jsonl
 # Shown as the status while the run is followed: equal to "running" everywhere a status is
 # compared, but not State.RUNNING itself, so log() on this monitor tries to start a run and is
@@ -125,10 +126,13 @@ class Follower:
                 notes.append(f"step {step}: {exc}: skipped")
         gpu_rows, gpu_notes = self.tail.gpu_rows(GPU_BYTES)
         self._add_gpu(r.trace, gpu_rows)
-        for note in (*notes, *gpu_notes):
+        bins, wait_notes = self.tail.data_wait_rows(WAIT_BYTES)
+        for note in (*notes, *gpu_notes, *wait_notes):
             self._note(r, note)
         if run.t0 is None and records.size:
             run.t0 = r.trace.t0 = records.times[0]
+        if bins:  # the "data wait (%)" chart and the header's share and diagnosis
+            r.charts.waits.add_saved(bins, run.t0 if run.t0 is not None else bins[0]["time"])
         self.apply_meta(r, meta)
         status = meta.get("status")
         caught_up = self.tail.caught_up

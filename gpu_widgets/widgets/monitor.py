@@ -273,6 +273,7 @@ class TrainingMonitor(DataWaitHooks):  # + note_data_wait(), data_wait_share
 
     @property
     def widget(self) -> Any:
+        self._r.shown = True  # to be displayed: the timer draws from now on
         return self._view.widget
 
     @property

@@ -61,9 +61,14 @@ class MonitorRun:
         self.png = CachedPng()
         self.view = ChartsView("", time_domain=(0.0, None))
         self.charts = MonitorCharts(self.view, plot, x_axis, max_points, gpu_charts(self.trace.curve_specs))
+        self.writer.waits = self.charts.waits  # the data-wait bins go to the run log too
         self.draw_due = 0.0
         self.cell_rows = -1
         self.display_handle: Any = None
+        # Nobody sees the charts until the widget is displayed (never, in a script): until then a
+        # tick only records; the first display draws what is there (_repr_mimebundle_), and the
+        # run's end draws once, for a display after it.
+        self.shown = False
         self.tick_lock = threading.Lock()
         # log() from several threads: whole rows, one at a time. Re-entrant, so that a signal
         # handler that logs while log() runs on its thread queues its row instead of deadlocking.
@@ -173,7 +178,7 @@ class MonitorRun:
                     run.problem(message)
                 writer.write(n, stopping)
             now = time.monotonic()
-            if final or now >= self.draw_due:
+            if final or self.shown and now >= self.draw_due:
                 began, lines_before = time.thread_time(), self.view.line_count
                 run.guard("drawing", self.draw, n)
                 cost = time.thread_time() - began
@@ -196,6 +201,13 @@ class MonitorRun:
 
     # -- display ----------------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        if not self.shown:
+            self.shown = True
+            if self.run.state == State.RUNNING and self.tick_lock.acquire(timeout=1.0):
+                try:  # what was recorded before anyone looked
+                    self.run.guard("drawing", self.draw, self.records.size)
+                finally:
+                    self.tick_lock.release()
         bundle = self.view.widget._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = repr(self)
         if self.run.state != State.RUNNING and self.static_image:
@@ -221,7 +233,7 @@ class MonitorRun:
         self.records.resolve_deferred()
         origin = (self.run.t0 or 0.0) if self.on_time else None
         return render_png(self.title, self.records, self.charts.plan, self.trace, self.gpus.shown(), origin,
-                          summary=self.gpus.summarised())
+                          summary=self.gpus.summarised(), data_wait=self.charts.waits.points(self.run.t0))
 
     def gpu_file_rows(self) -> list[dict[str, Any]]:
         """The GPU samples as files hold them (labels where they change), for save()."""
@@ -240,6 +252,7 @@ class MonitorRun:
         for r in saved.gpu_rows:
             trace.add_row(r)
         trace.status = "ok" if saved.gpu_rows else None
+        self.charts.waits.add_saved(saved.data_wait_rows, trace.t0)
         run.state = State.saved(saved.meta.get("status"))
         self.draw(self.records.size)
 

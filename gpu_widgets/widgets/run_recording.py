@@ -83,12 +83,15 @@ class RunWriter:
         self.due = math.inf  # log() waits for this writer from this run_state.now() on
         self.written = threading.Event()  # set after each pass
         self.stuck = False  # it once kept log() waiting WAIT_LIMIT_S: never waited for again
+        self.waits: Any = None  # the charts' StepTimes (data_wait): its half-second bins go to the run log too
 
     def open(self, meta: dict[str, Any], resumed: bool) -> None:
         """Start the run log (its directory is made on the monitor's thread: no I/O in the loop)."""
         if self.root is None or (resumed and self.res.run_log is not None):
             return  # off, or a resumed run: the monitor's thread reopens this run's files
         self.res.run_log = RunLog(self.root, meta, self.max_bytes)
+        if self.waits is not None:
+            self.waits.unsaved = []  # from now on closed bins wait here for the writer
 
     def arm(self) -> None:
         """A run starts or resumes: log() waits for the writer from one pass from now."""
@@ -126,6 +129,8 @@ class RunWriter:
     def write(self, n: int, stopping: bool) -> None:
         """Write rows before ``n`` and the GPU samples not yet written; forget GPU samples the
         file holds that are older than ``gpu_window_s``."""
+        if self.waits is not None:  # here, not only when drawing: an undisplayed monitor draws only at its end
+            self.waits.drain(self.run.t0)
         rl = self.res.run_log
         if rl is None:
             return
@@ -147,6 +152,8 @@ class RunWriter:
             if self.gpu_unwritten:
                 rows, self.gpu_unwritten = self.gpu_unwritten, []
                 rl.write_gpu(rows)
+            if self.waits is not None and self.waits.unsaved is not None:
+                rl.write_data_wait(self.waits.take_unsaved(self.run.t0, final=stopping))
             rl.flush()
             self.caught_up(n)
             if self.gpu_window_s is not None and rl.gpu_lines_flushed:
@@ -156,6 +163,8 @@ class RunWriter:
         except Exception as exc:
             self.res.run_log = None
             self.gpu_unwritten = []
+            if self.waits is not None:
+                self.waits.unsaved = None
             self.due = math.inf
             self.written.set()
             self.run.problem(f"run log stopped ({type(exc).__name__}: {exc}); the data stay in memory: "

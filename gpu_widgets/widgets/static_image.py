@@ -3,7 +3,8 @@
 The same charts as the widget, laid out the same way: the metric charts, then the GPU charts of
 the metric catalogue (``shown_in(MONITOR)``: busy % with throttle episodes shaded orange as in the
 sidebar, memory with PyTorch's allocated and reserved, temperature, power), with the catalogue's
-titles and fixed y ranges, each chart's title and legend (with latest values) above its plot. Drawn with matplotlib's
+titles and fixed y ranges, each chart's title and legend (with latest values) above its plot. A run
+that timed its steps' wait for data gets the "data wait (%)" chart beside GPU busy, as in the widget. Drawn with matplotlib's
 object API on the Agg canvas, never ``pyplot``: no global figure state, no interference with the
 user's own plots or backend.
 """
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 from .charts import ChartPlan
+from .data_wait import CHART_TITLE as WAIT_TITLE, COLOR as WAIT_COLOR, LINE as WAIT_LINE
 from .gpu_summary import aggregate, merged
 from .monitor_charts import CHART_NAMES, chart_top, gpu_charts
 from ..store.decimator import Decimator
@@ -59,10 +61,15 @@ def _summary(ax: Any, panel: Any, devices: Sequence[Any], max_points: int) -> fl
     return max((float(v) for v in band[1] if v == v), default=-math.inf)
 
 
+Points = tuple[Sequence[float], Sequence[float]]
+
+
 def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
-                time_origin: float | None = None, max_points: int = 2000, summary: bool = False) -> Any:
+                time_origin: float | None = None, max_points: int = 2000, summary: bool = False,
+                data_wait: Points | None = None) -> Any:
     """The matplotlib Figure of the run's charts. ``time_origin``: metrics against seconds since then (the widget's time axis); None: steps.
-    ``summary``: the GPUs as one mean line and a min–max band per chart, as the widget draws them."""
+    ``summary``: the GPUs as one mean line and a min–max band per chart, as the widget draws them.
+    ``data_wait``: the data-wait chart's points (seconds since the start, %; ``StepTimes.points``)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -73,8 +80,12 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
         chart = plan.chart_of(key)
         if chart is not None:
             charts.setdefault(chart, []).append((i, key))
-    gpu_panels = [c for c in gpu_charts(trace.curve_specs)
+    gpu_panels: list[Any] = [c for c in gpu_charts(trace.curve_specs)
                   if any(curve in d.curves and d.curves[curve].count for d in devices for curve, _, _ in c.lines)]
+    # The data-wait chart sits after GPU busy (first of the GPU charts), as in the widget.
+    waits = data_wait if data_wait is not None and len(data_wait[0]) else None
+    if waits is not None:
+        gpu_panels.insert(1 if gpu_panels and gpu_panels[0].name == CHART_NAMES["utilization"] else 0, None)
     panels = len(charts) + len(gpu_panels)
     cols = 2 if panels > 1 else 1
     rows = max(1, math.ceil(panels / cols))
@@ -94,6 +105,9 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
         ax.set_xlabel(x_label, fontsize=8)
         _head(ax, chart)
     for ax, panel in zip(axes[len(charts):], gpu_panels):
+        if panel is None:
+            _wait_chart(ax, waits)  # type: ignore[arg-type]
+            continue
         busy = panel.name == CHART_NAMES["utilization"]
         m, top = panel.metric, chart_top(panel.metric, devices)
         highest = _summary(ax, panel, devices, max_points) if summary else -math.inf
@@ -126,10 +140,19 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
     return fig
 
 
+def _wait_chart(ax: Any, points: Points) -> None:
+    xs, ys = points
+    ax.plot(xs, ys, color=WAIT_COLOR, linewidth=1.2, label=f"{WAIT_LINE} {value_text(_last(ys), '%', 0)}")
+    ax.set_ylim(bottom=0.0, top=100.0)
+    ax.set_xlabel("seconds since start", fontsize=8)
+    _head(ax, WAIT_TITLE)
+
+
 def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
-               time_origin: float | None = None, max_points: int = 2000, summary: bool = False) -> bytes:
+               time_origin: float | None = None, max_points: int = 2000, summary: bool = False,
+               data_wait: Points | None = None) -> bytes:
     """The figure of ``draw_figure`` as PNG bytes."""
-    fig = draw_figure(title, records, plan, trace, devices, time_origin, max_points, summary)
+    fig = draw_figure(title, records, plan, trace, devices, time_origin, max_points, summary, data_wait)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
