@@ -2,7 +2,7 @@
 #
 #   make setup     venv + editable install + labextension (fast when already done)
 #   make lab       JupyterLab on .lab/examples, an untracked copy of examples/ (simulated GPUs without a driver)
-#   make test      jest + pytest (installs Debian chromium for the browser tests if root)
+#   make test      jest + pytest (installs Debian chromium and prometheus for the browser and cluster tests if root)
 #   make build     wheel + sdist into dist/
 #   make bench     benchmark suite against nvitop, gpustat, nvdashboard, ... (docs/benchmarks.md)
 #   make screenshots  retake docs/screenshots/: sidebar and examples, light and dark, 2 and 8 GPUs
@@ -145,6 +145,7 @@ lab-examples: ## Copy examples/ to the untracked .lab/examples (LAB_EXAMPLES=...
 
 test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 	bash scripts/ensure-chromium.sh
+	bash scripts/ensure-prometheus.sh
 	@# The sidebar's API types must match openapi.json (`jlpm gen:api` regenerates them).
 	$(JLPM) check:api
 	@if [ -x node_modules/.bin/jest ]; then set -x; $(JLPM) test; else echo "jest not installed: skipping the JS tests"; fi

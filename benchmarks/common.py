@@ -248,6 +248,9 @@ class FakeDriver:
                 "memory_used": 8 * 7 * GIB, "memory_reserved": GIB // 2,
                 "pcie_tx_kbps": 3_000_000 + i, "pcie_rx_kbps": 1_500_000 + i,
                 "procs": [(pid, 7 * GIB) for pid in mine],
+                # GPM and per-process use, read only when the sampler is asked for them.
+                "gpm_sm_util": 80 + i, "gpm_sm_occupancy": 40, "gpm_tensor_util": 60, "gpm_dram_util": 35,
+                "proc_util": [(pid, 10 + k, 5) for k, pid in enumerate(mine)],
             })
         delays = {"nvmlDeviceGetPcieThroughput": self.pcie_delay_ms} if self.pcie_delay_ms else {}
         return {"gpus": gpus, "delay_ms": delays}

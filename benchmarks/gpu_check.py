@@ -1,5 +1,7 @@
 """On a machine with an NVIDIA GPU: check our readings against nvidia-smi, measure the sampler
-against the real driver, and the overhead of TrainingMonitor on a small CUDA training loop.
+against the real driver, the overhead of TrainingMonitor on a small CUDA training loop, and busy
+against SM activity (GPM) for two CUDA loops: large matmuls and a tiny one-block kernel
+(benchmarks/gpm_check.py; expected busy >= 95 % for both, SM active >= 80 % and <= 10 %).
 
     python -m benchmarks.gpu_check                    # everything, ~3 minutes, JSON to gpu_check.json
     python -m benchmarks.gpu_check --json out.json --train-seconds 60
@@ -29,6 +31,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from benchmarks.gpm_check import busy_vs_sm_active  # noqa: E402  (after the path is set)
+from benchmarks.gpm_check import lines as gpm_lines  # noqa: E402
 
 # nvidia-smi field -> (our field, how to convert nvidia-smi's value, tolerance)
 #   tolerance: "exact", or ("abs", x) / ("rel", fraction): readings taken a moment apart may differ
@@ -223,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("gpu_check.json"))
     parser.add_argument("--train-seconds", type=float, default=90.0)
     parser.add_argument("--allow-cpu", action="store_true", help="train on the CPU when CUDA is absent (dry run)")
+    parser.add_argument("--gpm-seconds", type=float, default=10.0, help="how long each GPM loop runs")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "host": os.uname().nodename}
     smi = shutil.which("nvidia-smi")
@@ -230,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         q = _run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"], timeout=60)
         report["nvidia_smi"] = q.stdout.strip()
     parts = [("compare", compare_with_nvidia_smi, ()), ("sampler", sampler_on_real_driver, ()),
-             ("training", training_overhead, (args.train_seconds, args.allow_cpu))]
+             ("training", training_overhead, (args.train_seconds, args.allow_cpu)),
+             ("gpm", busy_vs_sm_active, (args.gpm_seconds, args.allow_cpu))]
     for name, fn, fn_args in parts:
         print(f"== {name}", flush=True)
         t0 = time.monotonic()
@@ -242,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             report[name] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
         report[name]["elapsed_s"] = round(time.monotonic() - t0, 1)
         print(json.dumps(report[name], indent=1, default=str)[:6000], flush=True)
+    print("\n".join(gpm_lines(report["gpm"])))
     args.json.write_text(json.dumps(report, indent=1, default=str))
     print(f"written to {args.json}")
     bad = report["compare"].get("mismatches", 0)

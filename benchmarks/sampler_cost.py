@@ -42,6 +42,8 @@ MODES: dict[str, dict[str, str]] = {
                 "compose, history append)",
         "fast": "Sampler.tick(): fast fields of 8 GPUs, compose, history append",
         "slow": "the slow thread's read: PCIe throughput and processes (with psutil details)",
+        "full_gpm": "as full, with GPM asked for (Sampler.want_gpm): + a GPM sample and 4 metrics per GPU, "
+                    "per-process use",
     },
     "nvitop": {
         "full": "take_snapshots(devices): device snapshots + GPU process snapshots (long-lived Device objects)",
@@ -113,7 +115,18 @@ def _ours() -> dict[str, Callable[[], None]]:
         sampler._read_slow()
         sampler.tick()
 
-    return {"full": full, "fast": sampler.tick, "slow": sampler._read_slow}
+    # Its own backend and sampler, asked for GPM for good: each read compares with the previous one,
+    # the steady state of a sidebar that is open (the first, off, sampler never pays for it).
+    looked = Sampler(NvmlBackend(), interval_s=1.0, window_s=3600.0)
+    looked.start()
+    looked.stop()
+    looked.want_gpm("benchmark", lease_s=None)
+
+    def full_gpm() -> None:
+        looked._read_slow()
+        looked.tick()
+
+    return {"full": full, "fast": sampler.tick, "slow": sampler._read_slow, "full_gpm": full_gpm}
 
 
 def _nvitop() -> dict[str, Callable[[], None]]:
@@ -339,6 +352,7 @@ def _ratios(result: dict[str, Any]) -> dict[str, Any]:
         "gpu-widgets / floor (full sample)": ((gw, "full"), ("floor", "full")),
         "gpu-widgets / floor (fast tick)": ((gw, "fast"), ("floor", "fast")),
         "gpu-widgets / floor (slow read)": ((gw, "slow"), ("floor", "slow")),
+        "gpu-widgets GPM on / off (full sample)": ((gw, "full_gpm"), (gw, "full")),
         "nvitop / gpu-widgets (full sample)": (("nvitop", "full"), (gw, "full")),
         "nvitop devices only / gpu-widgets fast tick": (("nvitop", "devices"), (gw, "fast")),
         "gpustat / gpu-widgets (full sample)": (("gpustat", "full"), (gw, "full")),

@@ -8,7 +8,11 @@ its first widget output is shot. Every picture is taken in the light theme, then
 switching to the dark one from the Settings menu. Names: ``<what>-<gpus>gpu-<theme>.png``, e.g.
 ``sidebar-8gpu-dark.png``, ``example-quickstart-2gpu-light.png``.
 
-    .venv/bin/python scripts/screenshots.py [--out docs/screenshots] [--gpus N] [--only sidebar|examples]
+``--only cluster`` shoots the Cluster view instead (``cluster-2hosts-light.png`` / ``-dark.png``): two
+JupyterLabs with simulated GPUs as hosts node-a (2 GPUs) and node-b (3), scraped by Debian's real
+``prometheus`` (tests/prometheus_fixture.py), seen from node-a's sidebar.
+
+    .venv/bin/python scripts/screenshots.py [--out docs/screenshots] [--gpus N] [--only sidebar|examples|cluster]
                                             [--example STEM ...]
     (or: make screenshots; about 6 minutes for everything on two cores)
 """
@@ -122,6 +126,44 @@ def sidebar(browser: Any, lab: LabServer, gpus: int, out: Path, started: float) 
         page.close()
 
 
+def cluster(out: Path) -> None:
+    """The Cluster view of node-a, with node-b beside it, both read back from a real Prometheus."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.prometheus_fixture import (INSTALL_HINT, Prometheus, gpu_host, jupyter_scrape_config,
+                                          prometheus_available)
+
+    if not prometheus_available():
+        raise SystemExit(f"prometheus is missing: {INSTALL_HINT}")
+    prom = Prometheus()
+    a = gpu_host("node-a", gpus=2, seed=1, prometheus_url=prom.url, settings=SETTINGS)
+    b = gpu_host("node-b", gpus=3, seed=2, prometheus_url=prom.url)
+    for name, server in (("node-a", a), ("node-b", b)):
+        prom.add(jupyter_scrape_config(name, server))
+    log("starting two JupyterLabs (node-a, node-b) and Prometheus")
+    with a, b, prom, sync_playwright() as pw:
+        started = time.monotonic()
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport=CARDS_VIEWPORT, device_scale_factor=2)
+            page.goto(a.lab_url(), timeout=60_000)
+            page.locator(TAB).click(timeout=60_000)
+            widen_sidebar(page, SIDEBAR_WIDTH_PX)
+            page.get_by_role("tab", name="Cluster").click(timeout=60_000)
+            expect(page.locator(".jp-GpuWidgets-hostRow")).to_have_count(2, timeout=60_000)
+            # Prometheus keeps a point per 15 s step: a minute gives each sparkline a few.
+            wait = FILL_S - (time.monotonic() - started)
+            if wait > 0:
+                log(f"letting the cluster's history fill for {wait:.0f} s")
+                page.wait_for_timeout(wait * 1000)
+            for theme, name in THEMES.items():
+                switch_theme(page, name)
+                page.mouse.move(0, 0)
+                shoot_sidebar(page, out / f"cluster-2hosts-{theme}.png")
+        finally:
+            browser.close()
+
+
 def example(browser: Any, lab: LabServer, gpus: int, stem: str, out: Path) -> None:
     page = browser.new_page(viewport=NOTEBOOK_VIEWPORT, device_scale_factor=1)
     try:
@@ -152,7 +194,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     parser.add_argument("--gpus", type=int, choices=range(1, 65), metavar="1-64",
                         help=f"only this many simulated GPUs (default: each of {', '.join(map(str, GPU_COUNTS))})")
-    parser.add_argument("--only", choices=("sidebar", "examples"), help="only the sidebar, or only the examples")
+    parser.add_argument("--only", choices=("sidebar", "examples", "cluster"),
+                        help="only the sidebar, only the examples, or only the Cluster view")
     parser.add_argument("--example", action="append", choices=EXAMPLES_FEW, metavar="STEM",
                         help="only this example notebook (repeatable; e.g. --example keras)")
     args = parser.parse_args()
@@ -162,6 +205,9 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.only == "cluster":
+        cluster(args.out)
+        return 0
     for gpus in (args.gpus,) if args.gpus else GPU_COUNTS:
         env = {"GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": str(gpus),
                "GPU_WIDGETS_SIMULATED_FAULTS": FAULTS if gpus >= 2 else FAULTS.split(";")[0]}

@@ -68,3 +68,21 @@ def test_smoke_run_with_the_contenders(tmp_path: Path) -> None:
     sampler = results["sections"]["sampler"]
     assert {"nvitop", "gpustat", "jupyterlab-nvdashboard"} <= set(sampler["contenders"]), sampler["skipped"]
     assert {"livelossplot", "tqdm.notebook"} <= set(results["sections"]["training"]["variants"])
+
+
+def test_cluster_benchmark_smoke_run(tmp_path: Path) -> None:
+    # Given a real prometheus scraping 50 synthetic hosts, when the cluster benchmark's smoke run
+    # runs (about 15 s), then every sidebar refresh succeeded and each target has a verdict
+    from .prometheus_fixture import require_prometheus
+
+    require_prometheus()
+    out = tmp_path / "cluster.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.cluster", "--smoke", "--json", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    result = json.loads(out.read_text())
+    load = result["load"]
+    assert load["errors"] == 0 and load["hosts_listed"] == 50, load["error_text"]
+    assert load["overview_ms"]["n"] > 0 and load["detail_ms"]["n"] > 0 and load["loop_lag_ms"]["n"] > 0
+    assert [t["status"] in ("met", "MISSED") for t in result["targets"]] == [True, True, True]
+    assert "| cluster endpoint p95" in proc.stdout

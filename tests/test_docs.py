@@ -21,7 +21,12 @@ def test_every_sample_field_is_documented():
 
 def test_every_server_setting_is_documented_with_help():
     text = (ROOT / "docs" / "server.md").read_text()
-    traits = GpuWidgets.class_own_traits(config=True)
+    # The app's own settings and those of the mixins it is built from (the cluster view's).
+    traits = {}
+    for cls in GpuWidgets.__mro__:
+        if cls.__module__.startswith("gpu_widgets.") and hasattr(cls, "class_own_traits"):
+            traits.update(cls.class_own_traits(config=True))
+    assert {"prometheus_url", "hostname"} <= set(traits)
     assert {"interval_s", "window_s", "show_other_users_processes"} <= set(traits)
     for name, trait in traits.items():
         assert trait.help, f"GpuWidgets.{name} has no help"

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gpu_widgets.backends.base import GPM_OFF
+from gpu_widgets.metrics.fields import GPM_FIELDS
+
 from .api_schema import validate_response
 from .conftest import run_cli
 from .fake_nvml import build_fake_nvml, fake_nvml_env, write_config
@@ -169,5 +172,6 @@ def test_the_api_serves_a_gpu_without_name_or_uuid_within_its_schema(fake_nvml_l
         while (latest := srv.api("samples/latest"))["devices"][1]["uuid"] != UUID[1]:
             assert time.monotonic() < deadline + 15, "GPU 1's UUID never came back"
             time.sleep(0.1)
-        assert latest["cuda_visible_devices"] == [1] and latest["devices"][1]["unavailable"] == {}
+        assert latest["cuda_visible_devices"] == [1]
+        assert latest["devices"][1]["unavailable"] == dict.fromkeys(GPM_FIELDS, GPM_OFF)  # GPM: nobody asked
         assert srv.api("devices")["devices"][1]["uuid"] == UUID[1]  # the spec card follows

@@ -7,10 +7,12 @@ import psutil
 import pynvml
 import pytest
 
+from gpu_widgets.backends.base import GPM_OFF
 from gpu_widgets.backends.nvml import backend as nvml_backend
 from gpu_widgets.backends.nvml.backend import NvmlBackend
 from gpu_widgets.backends.nvml.errors import classify
 from gpu_widgets.backends.nvml.library import NoGpu, Nvml
+from gpu_widgets.metrics.fields import GPM_FIELDS
 from gpu_widgets.metrics.throttle import BITS
 from gpu_widgets.sampling.snapshot import public, take
 
@@ -58,7 +60,7 @@ def test_sample_values_are_converted_to_the_units_in_their_names():
     assert public(snap)["devices"][0]["throttle_reasons"] == ["sw_power_cap"]
     assert d["pcie_tx_bytes_per_s"] == 1000 * 1024  # from KB/s
     assert d["pcie_rx_bytes_per_s"] == 2000 * 1024
-    assert d["unavailable"] == {}
+    assert d["unavailable"] == dict.fromkeys(GPM_FIELDS, GPM_OFF)  # nobody asked for GPM (tests/test_gpm.py)
     [proc] = d["processes"]
     me = psutil.Process()
     assert proc["pid"] == os.getpid()

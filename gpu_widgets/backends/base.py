@@ -18,6 +18,11 @@ OK = "ok"
 NO_GPU = "no_gpu"
 LOST = "lost"
 
+# Why the GPM fields and per-process use are null while no view asks for them (Sampler.want_gpm).
+GPM_OFF = "not read: nobody is looking (read only while a view, the API or a snapshot asks for it)"
+USAGE_OFF = GPM_OFF
+GPM_PENDING = "not read yet (GPM compares two samples one slow interval apart)"
+
 
 class Backend(ABC):
     #: "nvml", "simulated" or "none" (no usable GPU backend)
@@ -27,6 +32,9 @@ class Backend(ABC):
         self.status: str = OK
         self.reason: str | None = None
         self.system: dict[str, Any] = {"driver_version": None, "nvml_version": None, "cuda_driver_version": None}
+        # Set by the sampler before each slow read: read GPM metrics and per-process use only while
+        # someone looks. Off, they are null with GPM_OFF and cost no driver call.
+        self.gpm = False
 
     @abstractmethod
     def open(self) -> None:
@@ -44,6 +52,11 @@ class Backend(ABC):
     @abstractmethod
     def read_slow(self, t: float) -> list[SlowRead]:
         """One dict per device: ``index``, the SLOW fields and ``unavailable``."""
+
+    def prime_gpm(self) -> bool:
+        """Take the first of the two GPM samples now; True when the caller must wait before the
+        second (a backend whose figures need no second sample says False)."""
+        return False
 
     def close(self) -> None:
         """Release what open() took."""

@@ -7,6 +7,7 @@ Spec (``GPU_WIDGETS_SIMULATED_FAULTS``), items separated by ``;``::
     throttle:0@20-40             GPU 0 throttles (hardware thermal slowdown) from 20 s to 40 s
     throttle:0@20-40:sw_power_cap   ... held at its power cap instead
     unsupported:0:fan_percent    GPU 0 never reports its fan speed
+    small_kernels:0@10-70        GPU 0 runs a loop of tiny kernels: busy ~98 %, SMs active ~6 %
 
 Times are seconds since the backend opened, not wall-clock time like the simulated readings: a
 fault shows only in the process that scripted it, at the same point of every run (the tests and
@@ -20,10 +21,10 @@ from ..metrics.fields import SAMPLE_FIELDS
 from ..metrics.throttle import BITS as THROTTLE_BITS
 from ..metrics.throttle import NAMES as THROTTLE_NAMES
 
-KINDS = ("lost", "throttle", "unsupported")
+KINDS = ("lost", "throttle", "unsupported", "small_kernels")
 SYNTAX = (
     "expected KIND:GPU[@START[-END]][:ARG] items separated by ';', e.g. "
-    "'lost:1@30-60; throttle:0@20-40:sw_power_cap; unsupported:0:fan_percent' "
+    "'lost:1@30-60; throttle:0@20-40:sw_power_cap; unsupported:0:fan_percent; small_kernels:0@10-70' "
     f"(KIND is one of {', '.join(KINDS)})"
 )
 _FIELD_NAMES = tuple(f.name for f in SAMPLE_FIELDS)

@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 
 from ..metrics.samples import ProcessEntry
+from .base import USAGE_OFF
 
 _DETAILS = ("name", "uid", "user", "command")
 # A command line can be 2 MB (ARG_MAX); it goes out in every sample, so it is cut to this many
@@ -158,5 +159,8 @@ def process_entry(pid: int, used_memory_bytes: int | None, details: dict[str, An
         "uid": details["uid"],
         "user": details["user"],
         "command": details["command"],
-        "unavailable": dict(details["unavailable"]),
+        # Filled by the backend while someone looks (Sampler.want_gpm); the cached lists keep these.
+        "sm_percent": None,
+        "memory_bandwidth_percent": None,
+        "unavailable": {**details["unavailable"], "sm_percent": USAGE_OFF, "memory_bandwidth_percent": USAGE_OFF},
     }

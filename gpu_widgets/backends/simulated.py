@@ -22,11 +22,12 @@ from typing import Any, Callable
 
 import psutil
 
-from ..metrics.fields import FAST_FIELDS, SLOW_FIELDS
+from ..metrics.fields import FAST_FIELDS, GPM_FIELDS, SLOW_FIELDS
 from ..metrics.samples import FastRead, ProcessEntry, SlowRead
 from ..metrics.throttle import BITS
-from .base import OK, Backend, DeviceDict, lost_device
+from .base import GPM_OFF, OK, Backend, DeviceDict, lost_device
 from .faults import Fault
+from .simulated_gpm import SMALL_KERNELS_BUSY, gpm_values, process_use
 
 GIB = 1 << 30
 STEP_S = 0.5
@@ -251,7 +252,8 @@ class SimulatedBackend(Backend):
         cyc, pos = _cycle(gpu % 8), (k + self._offsets[gpu]) % CYCLE_STEPS
         target, phase = cyc.util[pos], cyc.phase[pos]
         throttles = self._throttles(gpu, elapsed)
-        util = target + (3.0 * _noise(self.seed, gpu, k, 1) if target > 0 else 0.0)
+        small = bool(self._active(gpu, "small_kernels", elapsed))
+        util = (SMALL_KERNELS_BUSY if small else target) + (3.0 * _noise(self.seed, gpu, k, 1) if target or small else 0.0)
         util = min(100.0, max(0.0, util))
         if util > 5 and throttles & ~POWER_CAP:
             util = min(util, 78.0)  # throttled clocks stretch kernels: less work done per second
@@ -296,7 +298,9 @@ class SimulatedBackend(Backend):
             "pcie_tx_bytes_per_s": int((2.5e9 if phase == "loading" else 0.3e9 if busy else 1e5) * (1.1 + 0.1 * _noise(self.seed, gpu, k, 3))),
             "temperature_slowdown_c": SPEC["temperature_slowdown_c"],
             "pcie_rx_bytes_per_s": int((12e9 if phase == "loading" else 1.5e9 if busy else 2e5) * (1.1 + 0.1 * _noise(self.seed, gpu, k, 4))),
-            "_busy": phase != "idle",
+            "_busy": phase != "idle" or small,
+            "mig_instances": [],
+            **gpm_values(util, phase, small, lambda salt: _noise(self.seed, gpu, k, salt)),
         }
 
     def _cached_values(self, gpu: int, t: float, elapsed: float) -> dict[str, Any]:
@@ -332,6 +336,9 @@ class SimulatedBackend(Backend):
                 for n in names:
                     if n == "processes":
                         sample[n] = self._processes(gpu, values)
+                    elif n in GPM_FIELDS and not self.gpm:
+                        sample[n] = None
+                        unavailable[n] = GPM_OFF
                     else:
                         sample[n] = values[n]
                     if n in unsupported:
@@ -355,7 +362,7 @@ class SimulatedBackend(Backend):
                 "uid": os.getuid(),
                 "user": _current_user(),
                 "command": f"python train.py --device cuda:{gpu}  (simulated process)",
-                "unavailable": {},
+                **process_use(values, 0.95 if gpu % 2 else 1.0, self.gpm, GPM_OFF),  # type: ignore[typeddict-item]
             }
         ]
         if gpu % 2:
@@ -367,7 +374,7 @@ class SimulatedBackend(Backend):
                     "uid": _colleague_uid(),
                     "user": "simulated-colleague",
                     "command": "python eval.py  (simulated process of another user)",
-                    "unavailable": {},
+                    **process_use(values, 0.05, self.gpm, GPM_OFF),  # type: ignore[typeddict-item]
                 }
             )
         return procs

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 from .._version import __version__
 from ..backends import CHOICES, ConfigError, open_backend, resolve_choice
 from ..sampling.guarded import GuardedReader
+from . import exporter as exporter_cli
 from . import runs as runs_cli
 
 MIN_WATCH_S = 0.1
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("probe", help="exit 0 when NVML can read a real GPU here, else print why and exit 1")
     runs_cli.add_parser(sub)
+    exporter_cli.add_parser(sub)
     return parser
 
 
@@ -55,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    if args.command == "exporter":
+        return exporter_cli.run(args)
     if args.command == "runs":
         try:
             return runs_cli.main(args)

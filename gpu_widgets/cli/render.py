@@ -67,11 +67,14 @@ def render_snapshot(snap: dict[str, Any], version: str) -> str:
     elif snap["status"] != "ok":
         lines.append(f"No NVIDIA GPU available: {snap.get('reason') or 'unknown reason'}")
         return "\n".join(lines)
-    rows = [("GPU", "Name", "Util", "MemCtl", "Memory", "Temp", "Power", "Clocks SM/Mem", "Throttle")]
+    # "Util" is NVML's busy time (any kernel running); "SM act" and "Tensor" (GPM, Hopper or newer)
+    # say how much of the GPU that kernel used: 100% busy with 8% SM active is a GPU mostly idle.
+    rows = [("GPU", "Name", "Util", "SM act", "Tensor", "MemCtl", "Memory", "Temp", "Power", "Clocks SM/Mem",
+             "Throttle")]
     for d in snap["devices"]:
         if d.get("status") == "lost":
             reason = next(iter((d.get("unavailable") or {}).values()), "GPU is lost")
-            rows.append((str(d["index"]), d.get("name") or NA, "LOST", "", reason, "", "", "", ""))
+            rows.append((str(d["index"]), d.get("name") or NA, "LOST", "", "", "", reason, "", "", "", ""))
             continue
         temp = d.get("temperature_c")
         rows.append(
@@ -79,6 +82,8 @@ def render_snapshot(snap: dict[str, Any], version: str) -> str:
                 str(d["index"]),
                 d.get("name") or NA,
                 _pct(d.get("utilization_gpu_percent")),
+                _pct(d.get("sm_active_percent")),
+                _pct(d.get("tensor_active_percent")),
                 _pct(d.get("utilization_memory_percent")),
                 _memory(d),
                 NA if temp is None else f"{temp}C",
@@ -87,7 +92,7 @@ def render_snapshot(snap: dict[str, Any], version: str) -> str:
                 _throttle(d),
             )
         )
-    widths = [max(len(r[i]) for r in rows if len(r[i]) < 40 or i == 8) for i in range(len(rows[0]))]
+    widths = [max(len(r[i]) for r in rows if len(r[i]) < 40 or i == 10) for i in range(len(rows[0]))]
     for r in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
     for d in snap["devices"]:
@@ -95,7 +100,13 @@ def render_snapshot(snap: dict[str, Any], version: str) -> str:
             mem = _gib(p.get("used_memory_bytes"))
             who = p.get("user") or "?"
             what = p.get("command") or p.get("name") or "?"
-            lines.append(f"  GPU {d['index']}  pid {p['pid']:<8} {who:<10} {mem:>6} GiB  {what[:80]}")
+            sm = p.get("sm_percent")
+            use = "" if sm is None else f"SM {sm:.0f}%  "
+            lines.append(f"  GPU {d['index']}  pid {p['pid']:<8} {who:<10} {mem:>6} GiB  {use}{what[:80]}")
+        for m in d.get("mig_instances") or ():
+            lines.append(f"  GPU {d['index']}  MIG {m['index']} (GI {m.get('gpu_instance_id')}, CI "
+                         f"{m.get('compute_instance_id')})  {_memory(m)}  SM act {_pct(m.get('sm_active_percent'))}"
+                         f"  pids {', '.join(map(str, m.get('pids') or ())) or '-'}")
     missing = sorted(
         {f"{k}: {v}" for d in snap["devices"] if d.get("status") != "lost" for k, v in (d.get("unavailable") or {}).items()}
     )

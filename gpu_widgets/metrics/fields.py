@@ -45,12 +45,53 @@ SAMPLE_FIELDS: tuple[Field, ...] = (
         SLOW,
         "temperature at which the GPU slows its clocks to cool down (NVML slowdown threshold), degrees Celsius",
     ),
-    Field("processes", SLOW, "processes using the GPU: pid, used_memory_bytes, name, uid, user, command"),
+    Field(
+        "processes",
+        SLOW,
+        "processes using the GPU: pid, used_memory_bytes, name, uid, user, command, sm_percent, "
+        "memory_bandwidth_percent",
+    ),
+    # GPM (Hopper or newer): the mean over the slow interval between two GPM samples, read only while
+    # a view asks for it (Sampler.want_gpm), so they cost nothing when nobody looks.
+    Field(
+        "sm_active_percent",
+        SLOW,
+        "percent of the time the SMs had work, averaged over all SMs (NVML GPM SM_UTIL, DCGM SM_ACTIVE); "
+        "unlike utilization_gpu_percent, one tiny kernel does not make it 100",
+    ),
+    Field(
+        "sm_occupancy_percent",
+        SLOW,
+        "resident warps as percent of the most the SMs can hold (NVML GPM SM_OCCUPANCY, DCGM SM_OCCUPANCY)",
+    ),
+    Field(
+        "tensor_active_percent",
+        SLOW,
+        "percent of the time the tensor cores were busy, any precision (NVML GPM ANY_TENSOR_UTIL, "
+        "DCGM PIPE_TENSOR_ACTIVE)",
+    ),
+    Field(
+        "dram_active_percent",
+        SLOW,
+        "device memory bandwidth used, as percent of its peak (NVML GPM DRAM_BW_UTIL, DCGM DRAM_ACTIVE)",
+    ),
+    Field(
+        "mig_instances",
+        SLOW,
+        "the MIG instances of a GPU in MIG mode, one entry each: uuid, gpu/compute instance ids, memory, "
+        "the GPM fields and the pids running in it; empty when MIG is off",
+    ),
 )
+
+# Read only while someone looks (see Sampler.want_gpm); the rest of the slow read always runs.
+GPM_FIELDS: tuple[str, ...] = ("sm_active_percent", "sm_occupancy_percent", "tensor_active_percent",
+                               "dram_active_percent")
 
 # Fields kept as numeric time series in the history (the rest are lists or labels).
 SERIES_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in SAMPLE_FIELDS if f.name not in ("throttle_reasons", "processes", "temperature_slowdown_c")
+    f.name
+    for f in SAMPLE_FIELDS
+    if f.name not in ("throttle_reasons", "processes", "temperature_slowdown_c", "mig_instances", *GPM_FIELDS)
 )
 
 FAST_FIELDS: tuple[str, ...] = tuple(f.name for f in SAMPLE_FIELDS if f.cadence == FAST)

@@ -23,6 +23,25 @@ class ProcessEntry(TypedDict):
     uid: int | None
     user: str | None
     command: str | None
+    sm_percent: float | None  # this process's share of SM time over the slow interval
+    memory_bandwidth_percent: float | None  # its share of the memory controller's time
+    unavailable: Unavailable
+
+
+class MigInstance(TypedDict):
+    """One MIG instance of a GPU in MIG mode (docs/fields.md, "MIG")."""
+
+    index: int  # NVML's MIG device index on its GPU
+    uuid: str | None
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+    memory_used_bytes: int | None
+    memory_total_bytes: int | None
+    sm_active_percent: float | None
+    sm_occupancy_percent: float | None
+    tensor_active_percent: float | None
+    dram_active_percent: float | None
+    pids: list[int]  # processes of the GPU's list that run in this instance
     unavailable: Unavailable
 
 
@@ -62,6 +81,11 @@ class SlowRead(TypedDict):
     pcie_rx_bytes_per_s: float | None
     temperature_slowdown_c: float | None
     processes: list[ProcessEntry] | None
+    sm_active_percent: float | None
+    sm_occupancy_percent: float | None
+    tensor_active_percent: float | None
+    dram_active_percent: float | None
+    mig_instances: list[MigInstance] | None
     unavailable: Unavailable
 
 
@@ -72,6 +96,11 @@ class DeviceSample(FastRead):
     pcie_rx_bytes_per_s: float | None
     temperature_slowdown_c: float | None
     processes: list[ProcessEntry] | None
+    sm_active_percent: float | None
+    sm_occupancy_percent: float | None
+    tensor_active_percent: float | None
+    dram_active_percent: float | None
+    mig_instances: list[MigInstance] | None
 
 
 class Snapshot(TypedDict):

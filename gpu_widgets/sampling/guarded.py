@@ -24,6 +24,7 @@ class GuardedReader:
         self._job: tuple[threading.Thread, Future[Snapshot]] | None = None
         self._last: Snapshot | None = None
         self._since = time.monotonic()  # of the last snapshot, or of the start
+        self._reads = 0  # GPM: the first read takes two samples, each later one compares with the last
 
     @property
     def stuck(self) -> bool:
@@ -55,7 +56,9 @@ class GuardedReader:
         try:
             if self.backend is None:
                 self.backend = open_backend(self.choice)
-            future.set_result(take(self.backend, time.time()))
+            snap = take(self.backend, time.time(), gpm=True, prime=self._reads == 0)
+            self._reads += 1
+            future.set_result(snap)
         except BaseException as exc:  # handed to the caller's thread
             future.set_exception(exc)
 

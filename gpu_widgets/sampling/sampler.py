@@ -7,6 +7,10 @@ throughput (the driver blocks ~20 ms per call) and the process list are read on 
 thread every ``slow_interval_s`` (default 2 s, at most 5 s), and each tick carries the latest
 of those, so slow calls never delay the fast ones.
 
+GPM metrics and per-process use (fields.GPM_FIELDS, ``processes[].sm_percent``) are read on the
+slow thread only while someone asks: ``want_gpm(owner)`` holds a lease (30 s unless renewed, or
+until ``release_gpm``); with no lease they are null and cost nothing.
+
 ``latest`` and subscribers get a ``Snapshot`` (metrics/samples.py), shared by all of them: read
 it, do not change it. Its throttle reasons are NVML's bitmask; ``snapshot.public`` gives the JSON.
 """
@@ -32,6 +36,7 @@ DEFAULT_INTERVAL_S = 1.0
 DEFAULT_SLOW_INTERVAL_S = 2.0
 MAX_SLOW_INTERVAL_S = 5.0
 DEFAULT_WINDOW_S = 3600.0
+GPM_LEASE_S = 30.0
 
 Subscriber = Callable[[Snapshot], None]
 
@@ -87,6 +92,7 @@ class Sampler:
         self._opener: threading.Thread | None = None
         self._fast_thread: threading.Thread | None = None
         self._slow_thread: threading.Thread | None = None
+        self._gpm_leases: dict[str, float | None] = {}  # owner -> monotonic expiry, None: until released
         self.ticks = 0
         self.skipped_ticks = 0
         self.subscriber_errors = 0
@@ -105,6 +111,27 @@ class Sampler:
     @property
     def slow_interval_s(self) -> float:
         return self._slow_interval
+
+    # -- GPM demand ---------------------------------------------------------------------------
+    def want_gpm(self, owner: str, lease_s: float | None = GPM_LEASE_S) -> None:
+        """Read GPM metrics and per-process use for ``owner`` (a name: "sidebar", "monitor:3", ...)
+        during the next ``lease_s`` seconds; call again to renew. None: until ``release_gpm(owner)``."""
+        if lease_s is not None and not (isinstance(lease_s, (int, float)) and math.isfinite(lease_s) and lease_s > 0):
+            raise ValueError(f"lease_s must be a positive number of seconds or None, got {lease_s!r}")
+        expiry = None if lease_s is None else self.clock.monotonic() + lease_s
+        with self._lock:
+            self._gpm_leases = {**self._gpm_leases, owner: expiry}
+
+    def release_gpm(self, owner: str) -> None:
+        """``owner`` no longer looks; unknown owners are ignored."""
+        with self._lock:
+            self._gpm_leases = {k: v for k, v in self._gpm_leases.items() if k != owner}
+
+    @property
+    def gpm_wanted(self) -> bool:
+        """Whether anyone's lease is running now."""
+        now = self.clock.monotonic()
+        return any(expiry is None or expiry > now for expiry in self._gpm_leases.values())
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -215,6 +242,7 @@ class Sampler:
 
     def _read_slow(self) -> None:
         try:
+            self.backend.gpm = self.gpm_wanted
             parts = self.backend.read_slow(self.clock.wall())
         except Exception:
             log.exception("gpu-widgets: slow read failed")

@@ -123,8 +123,20 @@ def _public_device(dev: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def take(backend: Backend, timestamp: float) -> Snapshot:
-    """One complete snapshot, slow fields included, read right now (for the CLI)."""
+# A one-shot snapshot's GPM figures span this gap between their two samples (NVML wants >= 0.1 s).
+GPM_ONE_SHOT_S = 0.5
+
+
+def take(backend: Backend, timestamp: float, gpm: bool = False, prime: bool = True) -> Snapshot:
+    """One complete snapshot, slow fields included, read right now (for the CLI).
+
+    ``gpm``: with GPM metrics and per-process use, which compare two samples. ``prime``: take the
+    first now and wait GPM_ONE_SHOT_S (the snapshot, timed after the wait, is the second); without
+    it the previous ``take`` was the first (``--watch``)."""
+    backend.gpm = gpm
+    if gpm and prime and backend.prime_gpm():
+        time.sleep(GPM_ONE_SHOT_S)
+        timestamp += GPM_ONE_SHOT_S
     fast = backend.read_fast(timestamp)
     slow = {d["index"]: d for d in backend.read_slow(timestamp)}
     info = backend.device_info()

@@ -1,18 +1,24 @@
 """The server extension application: its settings (documented traitlets) and its routes."""
 from __future__ import annotations
 
+import socket
+
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Integer, Unicode, validate
 
 from ..backends import CHOICES
+from ..cluster.service import ClusterService
+from ..cluster.settings import ClusterSettings
 from ..sampling.sampler import DEFAULT_INTERVAL_S, DEFAULT_SLOW_INTERVAL_S, DEFAULT_WINDOW_S, MAX_SLOW_INTERVAL_S, MIN_INTERVAL_S
+from .cluster_handler import ClusterHandler
 from .handlers import route_table
+from .metrics_handler import ALLOW_KEY, HOSTNAME_KEY, metrics_route
 from .service import GpuService
 
 API_PREFIX = "/gpu-widgets/api/v1"
 
 
-class GpuWidgets(ExtensionApp):
+class GpuWidgets(ClusterSettings, ExtensionApp):
     """Configure with ``c.GpuWidgets.<name>`` in a jupyter_server_config.py, or ``--GpuWidgets.<name>=``."""
 
     name = "gpu_widgets"
@@ -51,6 +57,19 @@ class GpuWidgets(ExtensionApp):
         help="The most points one samples answer holds over all GPUs together: max_points is lowered to "
         "max_response_points // GPUs (the answer says so in its max_points). About 150 bytes a point, so the "
         "default keeps an answer near 5 MB however many GPUs and whatever the client asks.",
+    ).tag(config=True)
+
+    metrics_allow_unauthenticated = Bool(
+        False,
+        help="Serve {base_url}gpu-widgets/metrics (the Prometheus exposition) without the server's token. "
+        "Risky: anyone who can reach the server then sees its GPUs, their load and the pids, users, kernel ids "
+        "and notebook paths of the processes on them (other users' names stay hidden unless "
+        "show_other_users_processes). Prefer a token in Prometheus's scrape config (docs/prometheus.md).",
+    ).tag(config=True)
+    hostname = Unicode(
+        "",
+        help="The host name this server's GPUs are labelled with (the Hostname label of the Prometheus "
+        "export). Empty: the machine's host name (socket.gethostname()).",
     ).tag(config=True)
 
     @validate("interval_s")
@@ -95,11 +114,18 @@ class GpuWidgets(ExtensionApp):
             log=self.log,
         )
         self.settings["gpu_widgets_service"] = self.service
+        self.settings[HOSTNAME_KEY] = self.hostname.strip() or socket.gethostname()
+        self.settings[ALLOW_KEY] = self.metrics_allow_unauthenticated
+        # The cluster view names this server's host as its own export labels it.
+        self.settings["gpu_widgets_cluster"] = ClusterService(self.cluster_config(), self.settings[HOSTNAME_KEY], self.log)
         # Opening NVML can take a second on a big server: never on the event loop.
         self.service.start_in_background()
 
     def initialize_handlers(self) -> None:
+        # Before route_table: it ends with the API's catch-all 404.
+        self.handlers.append((f"{API_PREFIX}/cluster", ClusterHandler))
         self.handlers.extend(route_table(API_PREFIX))
+        self.handlers.append(metrics_route())
 
     async def stop_extension(self) -> None:
         service = getattr(self, "service", None)

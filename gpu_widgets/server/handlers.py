@@ -120,9 +120,19 @@ class DevicesHandler(BaseApiHandler):
 
 
 class LatestHandler(BaseApiHandler):
+    allowed_params = ("gpm",)
+
     @web.authenticated
     def get(self) -> None:
         self.check_params()
+        try:
+            gpm = params.flag(self.request.arguments, "gpm")
+        except params.BadParameter as exc:
+            raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
+        sampler = self.service.sampler
+        if gpm and sampler is not None:
+            # A lease, renewed by each such request: GPM stops GPM_LEASE_S after the client stops asking.
+            sampler.want_gpm("api")
         snap = self.service.latest()
         if snap is None:
             self.send(self.service.pending_answer())  # no devices yet, so no processes to redact

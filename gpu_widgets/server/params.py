@@ -60,3 +60,15 @@ def bounded_int(arguments: Mapping[str, Sequence[bytes]], name: str, default: in
     if not lo <= value <= hi:
         raise BadParameter(name, f"expected a whole number from {lo} to {hi}, got {value}")
     return value
+
+
+def flag(arguments: Mapping[str, Sequence[bytes]], name: str) -> bool:
+    """``1``/``true`` or ``0``/``false`` (absent: false)."""
+    raw = _one(arguments, name)
+    if raw is None:
+        return False
+    if raw.lower() in ("1", "true"):
+        return True
+    if raw.lower() in ("0", "false"):
+        return False
+    raise BadParameter(name, f"expected 1 or 0, got {raw!r}")

@@ -131,6 +131,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/cluster": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every host's GPUs as the configured Prometheus has them (the sidebar's Cluster view)
+         * @description Queried in PromQL over dcgm-exporter's metric names (so gpu-widgets' own export and NVIDIA's dcgm-exporter work alike), once per GpuWidgets.cluster_refresh_s for all clients. Without `host`: the overview, one row per host. With `host`: that host's GPUs with about 10 minutes of history. A host is stale when its newest sample is older than two scrape intervals or Prometheus marked its series stale (its scrape failed); stopped hosts stay listed for 10 minutes.
+         */
+        get: operations["getCluster"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -273,8 +293,18 @@ export interface components {
             pcie_rx_bytes_per_s: number | null;
             /** @description temperature at which the GPU slows its clocks to cool down (NVML slowdown threshold), degrees Celsius */
             temperature_slowdown_c: number | null;
-            /** @description processes using the GPU: pid, used_memory_bytes, name, uid, user, command */
+            /** @description processes using the GPU: pid, used_memory_bytes, name, uid, user, command, sm_percent, memory_bandwidth_percent */
             processes: components["schemas"]["Process"][] | null;
+            /** @description percent of the time the SMs had work, averaged over all SMs (NVML GPM SM_UTIL, DCGM SM_ACTIVE); unlike utilization_gpu_percent, one tiny kernel does not make it 100. Null with the reason in `unavailable` where the GPU has no GPM (before Hopper), and while nobody asks (see `gpm` of /samples/latest). */
+            sm_active_percent: number | null;
+            /** @description resident warps as percent of the most the SMs can hold (NVML GPM SM_OCCUPANCY, DCGM SM_OCCUPANCY). Null with the reason in `unavailable` where the GPU has no GPM (before Hopper), and while nobody asks (see `gpm` of /samples/latest). */
+            sm_occupancy_percent: number | null;
+            /** @description percent of the time the tensor cores were busy, any precision (NVML GPM ANY_TENSOR_UTIL, DCGM PIPE_TENSOR_ACTIVE). Null with the reason in `unavailable` where the GPU has no GPM (before Hopper), and while nobody asks (see `gpm` of /samples/latest). */
+            tensor_active_percent: number | null;
+            /** @description device memory bandwidth used, as percent of its peak (NVML GPM DRAM_BW_UTIL, DCGM DRAM_ACTIVE). Null with the reason in `unavailable` where the GPU has no GPM (before Hopper), and while nobody asks (see `gpm` of /samples/latest). */
+            dram_active_percent: number | null;
+            /** @description the MIG instances of a GPU in MIG mode, one entry each: uuid, gpu/compute instance ids, memory, the GPM fields and the pids running in it; empty when MIG is off */
+            mig_instances: components["schemas"]["MigInstance"][] | null;
             /** @description field name -> why it is null */
             unavailable: {
                 [key: string]: string;
@@ -290,6 +320,35 @@ export interface components {
             user: string | null;
             /** @description the command line, invalid bytes as U+FFFD, at most 4096 bytes of UTF-8: a longer one ends with '… (cut: N bytes in all)' */
             command: string | null;
+            /** @description this process's share of SM time over the last slow interval, percent (NVML per-process utilization); 0 for a process that ran no kernel; null with the reason while nobody asks (see `gpm`) or where the driver cannot say */
+            sm_percent: number | null;
+            /** @description this process's share of the memory controller's busy time over the last slow interval, percent */
+            memory_bandwidth_percent: number | null;
+            /** @description field name -> why it is null */
+            unavailable: {
+                [key: string]: string;
+            };
+        };
+        /** @description one MIG instance of a GPU in MIG mode (docs/fields.md, MIG) */
+        MigInstance: {
+            /** @description NVML's MIG device index on its GPU */
+            index: number;
+            /** @description MIG-... UUID, as CUDA_VISIBLE_DEVICES takes it */
+            uuid: string | null;
+            gpu_instance_id: number | null;
+            compute_instance_id: number | null;
+            memory_used_bytes: number | null;
+            memory_total_bytes: number | null;
+            /** @description as the device's, for this instance (nvmlGpmMigSampleGet) */
+            sm_active_percent: number | null;
+            /** @description as the device's, for this instance (nvmlGpmMigSampleGet) */
+            sm_occupancy_percent: number | null;
+            /** @description as the device's, for this instance (nvmlGpmMigSampleGet) */
+            tensor_active_percent: number | null;
+            /** @description as the device's, for this instance (nvmlGpmMigSampleGet) */
+            dram_active_percent: number | null;
+            /** @description processes of the GPU's list that run in this instance */
+            pids: number[];
             /** @description field name -> why it is null */
             unavailable: {
                 [key: string]: string;
@@ -422,6 +481,78 @@ export interface components {
             /** @description true when it costs performance while the GPU is busy (power cap, thermal, power brake, hardware slowdown); false for idle and clock settings */
             slowdown: boolean;
         };
+        ClusterOverview: {
+            /**
+             * @description not_configured: GpuWidgets.prometheus_url is empty (the sidebar hides the view); unreachable: no answer from Prometheus (refused, timeout); error: an answer that cannot be used (HTTP error, refused credentials, not Prometheus)
+             * @enum {string}
+             */
+            status: "ok" | "not_configured" | "unreachable" | "error";
+            /** @description plain words; names Prometheus's URL (never its credentials). With status ok: null, or why no host is listed */
+            reason: string | null;
+            /** @description GpuWidgets.prometheus_url without credentials; null when not configured */
+            prometheus_url: string | null;
+            /** @description this server's Hostname label (GpuWidgets.hostname, else the machine's name) */
+            current_host: string;
+            /** @description unix seconds of the query round (Prometheus's evaluation time) */
+            queried_at: number;
+            /** @description the typical scrape interval of the hosts' targets (from Prometheus's targets API); null when unknown */
+            scrape_interval_s: number | null;
+            /** @description names of the columns of each row of hosts, in this order: hostname, current, stale, age_s, gpu_count, busy_gpus, free_gpus, utilization_mean_percent, utilization_max_percent, memory_used_gib, memory_total_gib, temperature_max_c, power_w */
+            host_columns: ("hostname" | "current" | "stale" | "age_s" | "gpu_count" | "busy_gpus" | "free_gpus" | "utilization_mean_percent" | "utilization_max_percent" | "memory_used_gib" | "memory_total_gib" | "temperature_max_c" | "power_w")[];
+            /** @description one row per host, sorted by hostname; numbers rounded to 0.1, null where absent. busy: GPUs at >= 10 % utilization; free: GPUs under 10 % utilization with under 10 % of their memory used; memory total = used + free (dcgm-exporter has no total); power: the sum over the host's GPUs. A host whose scrape failed keeps gpu_count and age_s (it stays listed 10 minutes) and has null readings */
+            hosts: components["schemas"]["ClusterHostRow"][];
+            /** @description busy_gpus and free_gpus count only hosts that are not stale */
+            totals: {
+                hosts: number;
+                gpus: number;
+                stale_hosts: number;
+                busy_gpus: number;
+                free_gpus: number;
+            };
+        };
+        /** @description a host as values in the order of host_columns: hostname (string), current (bool: this server's host), stale (bool), age_s (seconds since its newest sample; for a stale host to within the larger of its scrape interval and 5 s), gpu_count, busy_gpus, free_gpus (integers), utilization_mean_percent, utilization_max_percent, memory_used_gib, memory_total_gib, temperature_max_c, power_w (numbers or null) */
+        ClusterHostRow: (string | boolean | (number | null))[];
+        ClusterGpu: {
+            /** @description the GPU's index on its host (label gpu) */
+            gpu: string | null;
+            uuid: string | null;
+            /** @description label modelName */
+            model: string | null;
+            pci_bus_id: string | null;
+            utilization_gpu_percent: number | null;
+            memory_used_bytes: number | null;
+            /** @description used + free (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) */
+            memory_total_bytes: number | null;
+            temperature_c: number | null;
+            power_w: number | null;
+            history: {
+                /** @description oldest first, one point per history_step_s ending now; null where Prometheus has no sample; the mean over each step */
+                utilization_gpu_percent: (number | null)[];
+                /** @description oldest first, one point per history_step_s ending now; null where Prometheus has no sample; the peak over each step */
+                memory_used_bytes: (number | null)[];
+            };
+        };
+        /** @description One host's GPUs; a stale host's GPUs show their last readings */
+        ClusterHost: {
+            /**
+             * @description not_configured: GpuWidgets.prometheus_url is empty (the sidebar hides the view); unreachable: no answer from Prometheus (refused, timeout); error: an answer that cannot be used (HTTP error, refused credentials, not Prometheus)
+             * @enum {string}
+             */
+            status: "ok" | "not_configured" | "unreachable" | "error";
+            /** @description plain words; names Prometheus's URL (never its credentials). With status ok: null, or why no host is listed */
+            reason: string | null;
+            hostname: string;
+            /** @description this server's own host */
+            current: boolean;
+            /** @description null when Prometheus could not be asked */
+            stale: boolean | null;
+            /** @description seconds since the host's newest sample */
+            age_s: number | null;
+            /** @description seconds between two history points; null when Prometheus could not be asked */
+            history_step_s: number | null;
+            /** @description sorted by index */
+            gpus: components["schemas"]["ClusterGpu"][];
+        };
         Error: {
             /** @description bad_parameter, forbidden, not_found, server_error */
             code: string;
@@ -496,7 +627,10 @@ export interface operations {
     };
     getLatestSample: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description 1: this request asks for GPM metrics (sm_active_percent, ...) and per-process use; the sampler reads them for 30 s after each such request (a lease: a view polling with gpm=1 keeps them on). The first answers after a pause have them null with `not read yet`. */
+                gpm?: "0" | "1" | "true" | "false";
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -510,6 +644,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            /** @description a bad parameter; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description no valid token */
@@ -644,6 +787,56 @@ export interface operations {
             };
             /** @description no valid token */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getCluster: {
+        parameters: {
+            query?: {
+                /** @description a Hostname from the overview: answer with that host's detail */
+                host?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterOverview"] | components["schemas"]["ClusterHost"];
+                };
+            };
+            /** @description unknown parameter, or an empty or overlong host */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no valid token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description host given, Prometheus reachable, and no GPUs with that Hostname in the last 10 minutes */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

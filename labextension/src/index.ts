@@ -9,6 +9,7 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { IFormRendererRegistry } from '@jupyterlab/ui-components';
 import { Signal } from '@lumino/signaling';
 
+import { ClusterModel } from './clusterModel';
 import { gpuIcon } from './icons';
 import { metricsFieldRenderer } from './metricsField';
 import { GpuModel } from './model';
@@ -51,8 +52,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
     console.log('gpu-widgets extension activated');
 
     const model = new GpuModel();
+    // Asked once: the Cluster switch shows only when the server has a Prometheus to read.
+    const cluster = new ClusterModel();
+    void cluster.probe();
     const sidebar = new GpuSidebar({
       model,
+      cluster,
       openPath: path => void app.commands.execute('docmanager:open', { path }),
       themeChanged: themeManager?.themeChanged ?? null
     });

@@ -8,6 +8,8 @@ import { ISignal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 import * as React from 'react';
 
+import { ClusterModel } from './clusterModel';
+import { ClusterView, PanelView, ViewSwitch } from './clusterView';
 import { IViewContext, SidebarView } from './components';
 import { gpuIcon } from './icons';
 import { GpuModel } from './model';
@@ -21,6 +23,8 @@ export namespace GpuSidebar {
     openPath: (path: string) => void;
     /** JupyterLab's theme changes (IThemeManager.themeChanged): charts re-read colours. */
     themeChanged?: ISignal<unknown, unknown> | null;
+    /** The Cluster view's model; the switch shows once it says a Prometheus is configured. */
+    cluster?: ClusterModel | null;
   }
 }
 
@@ -40,11 +44,24 @@ export class GpuSidebar extends ReactWidget {
     this._model = options.model;
     this._openPath = options.openPath;
     this._model.changed.connect(this._onModelChanged, this);
+    this._cluster = options.cluster ?? null;
+    this._cluster?.changed.connect(this._onClusterChanged, this);
     options.themeChanged?.connect(this._onThemeChanged, this);
   }
 
   get model(): GpuModel {
     return this._model;
+  }
+
+  /** The view shown: this machine's GPUs, or the cluster's (only when one is configured). */
+  get view(): PanelView {
+    return this._cluster?.offered ? this._view : 'local';
+  }
+
+  set view(view: PanelView) {
+    this._view = view;
+    this._syncVisible();
+    this.update();
   }
 
   /** The raw `metrics` setting, resolved against the server's catalogue when drawn. */
@@ -63,6 +80,7 @@ export class GpuSidebar extends ReactWidget {
     }
     window.clearTimeout(this._themeTimer);
     this._model.setPanelVisible(false);
+    this._cluster?.setVisible(false);
     super.dispose();
   }
 
@@ -73,7 +91,13 @@ export class GpuSidebar extends ReactWidget {
       palette: this._palette,
       openPath: this._openPath
     };
-    return <SidebarView {...ctx} />;
+    const view = this.view;
+    return (
+      <>
+        {this._cluster?.offered && <ViewSwitch view={view} onChange={v => (this.view = v)} />}
+        {view === 'cluster' ? <ClusterView model={this._cluster!} palette={this._palette} /> : <SidebarView {...ctx} />}
+      </>
+    );
   }
 
   protected onAfterAttach(msg: Message): void {
@@ -84,13 +108,20 @@ export class GpuSidebar extends ReactWidget {
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
     this._measure();
-    this._model.setPanelVisible(true);
+    this._syncVisible();
     this.update();
   }
 
   protected onAfterHide(msg: Message): void {
     super.onAfterHide(msg);
-    this._model.setPanelVisible(false);
+    this._syncVisible();
+  }
+
+  /** Only the view on screen polls fast (the GPU model still feeds the status bar). */
+  private _syncVisible(): void {
+    const view = this.view;
+    this._model.setPanelVisible(this.isVisible && view === 'local');
+    this._cluster?.setVisible(this.isVisible && view === 'cluster');
   }
 
   protected onResize(msg: Widget.ResizeMessage): void {
@@ -107,6 +138,13 @@ export class GpuSidebar extends ReactWidget {
 
   private _onModelChanged(): void {
     // Hidden: nothing to draw (the status bar has its own view); shown again: onAfterShow.
+    if (this.isVisible && this.view === 'local') {
+      this.update();
+    }
+  }
+
+  private _onClusterChanged(): void {
+    // The switch appears with the first answer, whichever view is shown.
     if (this.isVisible) {
       this.update();
     }
@@ -130,10 +168,12 @@ export class GpuSidebar extends ReactWidget {
     }
   }
 
+  private _cluster: ClusterModel | null;
   private _metrics = new MetricChoice();
   private _model: GpuModel;
   private _openPath: (path: string) => void;
   private _palette: IPalette = FALLBACK_PALETTE;
   private _themeTimer = 0;
+  private _view: PanelView = 'local';
 }
 

@@ -65,9 +65,14 @@ GPU_FIELDS = frozenset(
         "num_cores", "bus_width", "pcie_max_gen", "pcie_max_width",
         "cc_major", "cc_minor", "mig_current", "mig_pending",
         "procs", "graphics_procs",
+        "gpm_supported", "gpm_mig_supported",
+        "gpm_sm_util", "gpm_sm_occupancy", "gpm_tensor_util", "gpm_dram_util",
+        "gpm_metric_errors", "proc_util", "mig_devices",
     }
 )  # fmt: skip
 _PROC_FIELDS = frozenset({"procs", "graphics_procs"})
+# Tables of numbers: field -> (fewest, most) numbers a row holds (README.md, "GPM, per-process use, MIG").
+_ROW_FIELDS = {"gpm_metric_errors": (2, 2), "proc_util": (3, 3), "mig_devices": (4, 8)}
 
 
 class FakeNvmlBuildError(RuntimeError):
@@ -183,6 +188,18 @@ def _procs(key: str, value: Any) -> str:
     return ",".join(items)
 
 
+def _rows(key: str, value: Any) -> str:
+    if isinstance(value, str):
+        return _scalar(key, value)
+    lo, hi = _ROW_FIELDS[key.rsplit(".", 1)[-1]]
+    items = []
+    for row in value:
+        if not lo <= len(row) <= hi:
+            raise ValueError(f"{key}: rows take {lo}-{hi} numbers, got {row!r}")
+        items.append(":".join(_scalar(key, int(part)) for part in row))
+    return ",".join(items)
+
+
 def _error_lines(prefix: str, errors: Mapping[str, int]) -> list[str]:
     return [f"{prefix}{fn} = {_scalar(prefix + fn, int(code))}" for fn, code in errors.items()]
 
@@ -217,7 +234,12 @@ def render_config(config: Mapping[str, Any]) -> str:
             raise ValueError(f"gpu {index}: unknown fake NVML field(s): {sorted(unknown)}")
         for field, value in gpu.items():
             key = f"gpu.{index}.{field}"
-            text = _procs(key, value) if field in _PROC_FIELDS else _scalar(key, value)
+            if field in _PROC_FIELDS:
+                text = _procs(key, value)
+            elif field in _ROW_FIELDS:
+                text = _rows(key, value)
+            else:
+                text = _scalar(key, value)
             lines.append(f"{key} = {text}")
         lines += _error_lines(f"gpu.{index}.error.", gpu_errors)
         lines += [f"gpu.{index}.delay_ms.{fn} = {_scalar(f'gpu.{index}.delay_ms.{fn}', int(ms))}"
@@ -236,7 +258,9 @@ def write_config(path: Path | str, config: Mapping[str, Any]) -> None:
     ``"error"`` (function -> code) and ``"delay_ms"`` (function -> ms).
     ``device_count`` defaults to the number of GPUs given. ``procs`` and
     ``graphics_procs`` take ``[(pid, bytes), ...]`` (or 4-tuples adding the
-    GPU and compute instance ids). A string field may be ``bytes`` (a name
+    GPU and compute instance ids). ``proc_util`` takes ``[(pid, sm, mem), ...]``,
+    ``gpm_metric_errors`` ``[(metric_id, code), ...]`` and ``mig_devices``
+    ``[(gi, ci, used, total[, sm, occupancy, tensor, dram]), ...]``. A string field may be ``bytes`` (a name
     that is not UTF-8). Unknown keys raise ValueError.
 
     The file's mtime is forced strictly past the previous one, so a process

@@ -49,6 +49,7 @@ enum {
     NVML_ERROR_UNINITIALIZED = 1,
     NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
     NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
@@ -97,6 +98,75 @@ _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
 _Static_assert(nvmlMemory_v2 == 0x02000028, "pynvml passes nvmlMemory_v2 = 0x02000028");
 _Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_v2_t layout");
 
+/* Per-process utilization: pynvml's c_nvmlProcessUtilizationSample_t (the
+ * older call) and c_nvmlProcessUtilizationInfo_v1_t / c_nvmlProcessesUtilizationInfo_v1_t. */
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil;
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+typedef struct {
+    unsigned long long timeStamp;
+    unsigned int pid;
+    unsigned int smUtil;
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+    unsigned int jpgUtil;
+    unsigned int ofaUtil;
+} nvmlProcessUtilizationInfo_v1_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int processSamplesCount;
+    unsigned long long lastSeenTimeStamp;
+    nvmlProcessUtilizationInfo_v1_t *procUtilArray;
+} nvmlProcessesUtilizationInfo_t;
+#define nvmlProcessesUtilizationInfo_v1 NVML_STRUCT_VERSION(sizeof(nvmlProcessesUtilizationInfo_t), 1)
+
+_Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t layout");
+_Static_assert(sizeof(nvmlProcessUtilizationInfo_v1_t) == 40, "nvmlProcessUtilizationInfo_v1_t layout");
+_Static_assert(nvmlProcessesUtilizationInfo_v1 == 0x01000018, "pynvml passes ProcessesUtilizationInfo_v1");
+
+/* GPM: an opaque sample handle, the support query and the metrics request
+ * (pynvml's c_nvmlGpmSupport_t, c_nvmlGpmMetric_t, c_nvmlGpmMetricsGet_t;
+ * the request's array is as long as the caller's NVML_GPM_METRIC_MAX). */
+struct fake_gpm_sample;
+typedef struct fake_gpm_sample *nvmlGpmSample_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+
+typedef struct {
+    const char *shortName;
+    const char *longName;
+    const char *unit;
+} nvmlGpmMetricInfo_t;
+
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    nvmlGpmMetricInfo_t metricInfo;
+} nvmlGpmMetric_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int numMetrics;
+    nvmlGpmSample_t sample1;
+    nvmlGpmSample_t sample2;
+    nvmlGpmMetric_t metrics[];
+} nvmlGpmMetricsGet_t;
+
+_Static_assert(sizeof(nvmlGpmMetric_t) == 40, "nvmlGpmMetric_t layout");
+_Static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "nvmlGpmMetricsGet_t layout");
+
 /* ------------------------------------------------------------------------ */
 /* Function table: one id per exported NVML function.  Used to key injected  */
 /* errors, delays and call counters by function name.                        */
@@ -142,7 +212,19 @@ _Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_v2_t layout");
     X(nvmlDeviceGetMaxPcieLinkGeneration)         \
     X(nvmlDeviceGetMaxPcieLinkWidth)              \
     X(nvmlDeviceGetCudaComputeCapability)         \
-    X(nvmlDeviceGetMigMode)
+    X(nvmlDeviceGetMigMode)                       \
+    X(nvmlDeviceGetMaxMigDeviceCount)             \
+    X(nvmlDeviceGetMigDeviceHandleByIndex)        \
+    X(nvmlDeviceGetGpuInstanceId)                 \
+    X(nvmlDeviceGetComputeInstanceId)             \
+    X(nvmlDeviceGetProcessesUtilizationInfo)      \
+    X(nvmlDeviceGetProcessUtilization)            \
+    X(nvmlGpmQueryDeviceSupport)                  \
+    X(nvmlGpmSampleAlloc)                         \
+    X(nvmlGpmSampleFree)                          \
+    X(nvmlGpmSampleGet)                           \
+    X(nvmlGpmMigSampleGet)                        \
+    X(nvmlGpmMetricsGet)
 
 enum fn_id {
 #define FAKE_ENUM_ENTRY(name) FN_##name,
@@ -172,6 +254,10 @@ static int fn_lookup(const char *name)
 
 #define FAKE_MAX_GPUS 32
 #define FAKE_MAX_PROCS 128
+#define FAKE_MAX_ROWS 16 /* rows of a number-table field (proc_util, mig_devices, ...) */
+#define FAKE_ROW_WIDTH 8
+#define FAKE_MAX_MIG 7   /* MIG devices per GPU, as on an H100 */
+#define FAKE_GPM_METRIC_MAX 477 /* pynvml 13's NVML_GPM_METRIC_MAX */
 #define FAKE_STR_LEN 96 /* NVML_DEVICE_NAME_V2_BUFFER_SIZE / ..._UUID_V2_... */
 #define CONFIG_ENV "FAKE_NVML_CONFIG"
 
@@ -190,6 +276,12 @@ struct proc_list {
 struct opt_u64 {
     bool set;
     unsigned long long value;
+};
+
+/* "a:b:c,a:b:c": rows of 2..max numbers; numbers a row leaves out read 0. */
+struct rows {
+    unsigned int count;
+    unsigned long long v[FAKE_MAX_ROWS][FAKE_ROW_WIDTH];
 };
 
 struct gpu_cfg {
@@ -227,6 +319,15 @@ struct gpu_cfg {
     unsigned long long mig_pending;
     struct proc_list procs;
     struct proc_list graphics_procs;
+    unsigned long long gpm_supported;     /* nvmlGpmQueryDeviceSupport */
+    unsigned long long gpm_mig_supported; /* nvmlGpmMigSampleGet */
+    unsigned long long gpm_sm_util;       /* percent, per GPM metric */
+    unsigned long long gpm_sm_occupancy;
+    unsigned long long gpm_tensor_util;
+    unsigned long long gpm_dram_util;
+    struct rows gpm_metric_errors; /* metricId:code */
+    struct rows proc_util;         /* pid:sm:mem */
+    struct rows mig_devices;       /* gi:ci:used:total[:sm:occupancy:tensor:dram] */
     struct err_slot err[FN_COUNT]; /* gpu.<i>.error.<function> */
     struct err_slot err_all;       /* gpu.<i>.error.* */
     struct opt_u64 delay_ms[FN_COUNT]; /* gpu.<i>.delay_ms.<function> */
@@ -243,7 +344,7 @@ struct config {
     struct gpu_cfg gpus[FAKE_MAX_GPUS];
 };
 
-enum field_kind { F_STR, F_U64, F_OPT_U64, F_PROCS };
+enum field_kind { F_STR, F_U64, F_OPT_U64, F_PROCS, F_ROWS };
 
 struct field {
     const char *name;
@@ -299,6 +400,15 @@ static const struct field gpu_fields[] = {
     UINT_FIELD(gpu_cfg, mig_pending),
     { "procs", F_PROCS, offsetof(struct gpu_cfg, procs), 0 },
     { "graphics_procs", F_PROCS, offsetof(struct gpu_cfg, graphics_procs), 0 },
+    UINT_FIELD(gpu_cfg, gpm_supported),
+    UINT_FIELD(gpu_cfg, gpm_mig_supported),
+    { "gpm_sm_util", F_U64, offsetof(struct gpu_cfg, gpm_sm_util), 100 },
+    { "gpm_sm_occupancy", F_U64, offsetof(struct gpu_cfg, gpm_sm_occupancy), 100 },
+    { "gpm_tensor_util", F_U64, offsetof(struct gpu_cfg, gpm_tensor_util), 100 },
+    { "gpm_dram_util", F_U64, offsetof(struct gpu_cfg, gpm_dram_util), 100 },
+    { "gpm_metric_errors", F_ROWS, offsetof(struct gpu_cfg, gpm_metric_errors), 2 },
+    { "proc_util", F_ROWS, offsetof(struct gpu_cfg, proc_util), 3 },
+    { "mig_devices", F_ROWS, offsetof(struct gpu_cfg, mig_devices), 8 },
 };
 
 /* Defaults describe an idle H100 SXM so that a config holding only
@@ -338,6 +448,8 @@ static void gpu_set_defaults(struct gpu_cfg *g, unsigned int index)
     g->cc_minor = 0;
     g->mig_current = 0;
     g->mig_pending = 0;
+    g->gpm_supported = 1; /* an H100 has GPM */
+    g->gpm_mig_supported = 1;
 }
 
 static void config_set_defaults(struct config *c)
@@ -434,6 +546,33 @@ static bool parse_procs(char *s, struct proc_list *out)
     return true;
 }
 
+/* Rows of 2..width numbers separated by ':', rows by ','; empty means none. */
+static bool parse_rows(char *s, struct rows *out, unsigned int width)
+{
+    struct rows rows;
+    memset(&rows, 0, sizeof(rows));
+    char *save = NULL;
+    for (char *item = strtok_r(s, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        item = trim(item);
+        if (*item == '\0')
+            continue;
+        if (rows.count == FAKE_MAX_ROWS)
+            return false;
+        unsigned int n = 0;
+        char *psave = NULL;
+        for (char *p = strtok_r(item, ":", &psave); p; p = strtok_r(NULL, ":", &psave)) {
+            if (n == width || !parse_u64(trim(p), ULLONG_MAX, &rows.v[rows.count][n]))
+                return false;
+            n++;
+        }
+        if (n < 2)
+            return false;
+        rows.count++;
+    }
+    *out = rows;
+    return true;
+}
+
 /* Copies `src` with each `\xNN` turned into that byte, so a config can give a
  * name that is not valid UTF-8; false if too long or if it would embed a NUL. */
 static bool unescape_str(char *dst, const char *src)
@@ -482,6 +621,8 @@ static bool set_field(void *base, const struct field *fields, size_t nfields, co
         }
         case F_PROCS:
             return parse_procs(value, (struct proc_list *)(void *)dst);
+        case F_ROWS:
+            return parse_rows(value, (struct rows *)(void *)dst, (unsigned int)f->max);
         }
     }
     return true;
@@ -592,6 +733,8 @@ static unsigned int g_init_refcount;
 static atomic_ullong g_calls[FN_COUNT];
 /* Handles are addresses of these elements; only the address matters. */
 static struct fake_device g_devices[FAKE_MAX_GPUS];
+/* MIG device handles: slot j of GPU i is g_mig_devices[i][j]. */
+static struct fake_device g_mig_devices[FAKE_MAX_GPUS][FAKE_MAX_MIG];
 
 static struct file_id file_id_of(const struct stat *st)
 {
@@ -671,6 +814,19 @@ static int decode_handle(nvmlDevice_t device)
     if (p < base || p >= base + sizeof(g_devices) || (p - base) % sizeof(g_devices[0]) != 0)
         return -1;
     return (int)((p - base) / sizeof(g_devices[0]));
+}
+
+/* A MIG handle's GPU and slot (true), or false for anything else. */
+static bool decode_mig_handle(nvmlDevice_t device, int *gpu, int *slot)
+{
+    uintptr_t p = (uintptr_t)device;
+    uintptr_t base = (uintptr_t)&g_mig_devices[0][0];
+    if (p < base || p >= base + sizeof(g_mig_devices) || (p - base) % sizeof(g_mig_devices[0][0]) != 0)
+        return false;
+    size_t k = (p - base) / sizeof(g_mig_devices[0][0]);
+    *gpu = (int)(k / FAKE_MAX_MIG);
+    *slot = (int)(k % FAKE_MAX_MIG);
+    return true;
 }
 
 /* Most specific wins: gpu.<i>.error.<fn>, then gpu.<i>.error.*, then the
@@ -878,6 +1034,49 @@ static FAKE_MAYBE_UNUSED nvmlReturn_t get_procs(enum fn_id fn, nvmlDevice_t devi
 
 #define GPU_OFFSET(field) offsetof(struct gpu_cfg, field)
 
+/* Like dev_begin for a MIG device handle: the parent GPU's config (its
+ * errors apply) and the instance's row, or NULL.  A slot is valid while its
+ * GPU is in MIG mode and has that many mig_devices rows. */
+static FAKE_MAYBE_UNUSED const struct gpu_cfg *mig_begin(struct call *c, enum fn_id fn, nvmlDevice_t device,
+                                                         const unsigned long long **row)
+{
+    if (!call_begin(c, fn))
+        return NULL;
+    int gpu, slot;
+    if (!decode_mig_handle(device, &gpu, &slot) || (unsigned long long)gpu >= g_cfg->device_count) {
+        c->ret = NVML_ERROR_INVALID_ARGUMENT;
+        return NULL;
+    }
+    const struct gpu_cfg *g = &g_cfg->gpus[gpu];
+    if (!g->mig_current || (unsigned int)slot >= g->mig_devices.count) {
+        c->ret = NVML_ERROR_INVALID_ARGUMENT;
+        return NULL;
+    }
+    c->gpu = gpu;
+    c->delay_ms = delay_locked(fn, gpu);
+    int err = device_error_locked((unsigned int)gpu, fn);
+    if (err != NVML_SUCCESS) {
+        c->ret = err;
+        return NULL;
+    }
+    *row = g->mig_devices.v[slot];
+    return g;
+}
+
+static FAKE_MAYBE_UNUSED bool is_mig_handle(nvmlDevice_t device)
+{
+    int gpu, slot;
+    return decode_mig_handle(device, &gpu, &slot);
+}
+
+/* Per-process samples since `lastSeen` are all of proc_util, stamped now. */
+static FAKE_MAYBE_UNUSED unsigned long long wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000ULL;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Exported NVML API.  Each function sits in its own #ifndef so a build can  */
 /* drop it with -DFAKE_NVML_OMIT_<name>, like a driver that predates it.     */
@@ -1075,6 +1274,15 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsi
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
     struct call c;
+    if (is_mig_handle(device)) {
+        const unsigned long long *row;
+        if (mig_begin(&c, FN_nvmlDeviceGetUUID, device, &row)) {
+            char text[FAKE_STR_LEN];
+            snprintf(text, sizeof(text), "MIG-00000000-0000-0000-%04x-%012llx", (unsigned int)c.gpu, row[0]);
+            c.ret = copy_string(uuid, length, text);
+        }
+        return call_end(&c);
+    }
     const struct gpu_cfg *g = dev_begin(&c, FN_nvmlDeviceGetUUID, device);
     if (g)
         c.ret = copy_string(uuid, length, g->uuid);
@@ -1086,6 +1294,19 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsi
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     struct call c;
+    if (is_mig_handle(device)) {
+        const unsigned long long *row;
+        if (mig_begin(&c, FN_nvmlDeviceGetMemoryInfo, device, &row)) {
+            if (!memory) {
+                c.ret = NVML_ERROR_INVALID_ARGUMENT;
+            } else {
+                memory->total = row[3];
+                memory->used = row[2];
+                memory->free = row[3] > row[2] ? row[3] - row[2] : 0;
+            }
+        }
+        return call_end(&c);
+    }
     const struct gpu_cfg *g = dev_begin(&c, FN_nvmlDeviceGetMemoryInfo, device);
     if (g) {
         if (!memory) {
@@ -1104,6 +1325,22 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
     struct call c;
+    if (is_mig_handle(device)) {
+        const unsigned long long *row;
+        if (mig_begin(&c, FN_nvmlDeviceGetMemoryInfo_v2, device, &row)) {
+            if (!memory) {
+                c.ret = NVML_ERROR_INVALID_ARGUMENT;
+            } else if (memory->version != nvmlMemory_v2) {
+                c.ret = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+            } else {
+                memory->total = row[3];
+                memory->reserved = 0;
+                memory->used = row[2];
+                memory->free = row[3] > row[2] ? row[3] - row[2] : 0;
+            }
+        }
+        return call_end(&c);
+    }
     const struct gpu_cfg *g = dev_begin(&c, FN_nvmlDeviceGetMemoryInfo_v2, device);
     if (g) {
         if (!memory) {
@@ -1404,6 +1641,320 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int 
         } else {
             *currentMode = (unsigned int)g->mig_current;
             *pendingMode = (unsigned int)g->mig_pending;
+        }
+    }
+    return call_end(&c);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMaxMigDeviceCount
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
+{
+    struct call c;
+    const struct gpu_cfg *g = dev_begin(&c, FN_nvmlDeviceGetMaxMigDeviceCount, device);
+    if (g) {
+        if (!count)
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        else
+            *count = g->mig_current ? FAKE_MAX_MIG : 0;
+    }
+    return call_end(&c);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMigDeviceHandleByIndex
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                             nvmlDevice_t *migDevice)
+{
+    struct call c;
+    const struct gpu_cfg *g = dev_begin(&c, FN_nvmlDeviceGetMigDeviceHandleByIndex, device);
+    if (g) {
+        if (!migDevice || index >= FAKE_MAX_MIG || !g->mig_current)
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        else if (index >= g->mig_devices.count)
+            c.ret = NVML_ERROR_NOT_FOUND; /* an empty slot */
+        else
+            *migDevice = &g_mig_devices[c.gpu][index];
+    }
+    return call_end(&c);
+}
+#endif
+
+static FAKE_MAYBE_UNUSED nvmlReturn_t get_instance_id(enum fn_id fn, nvmlDevice_t device, unsigned int *id, int column)
+{
+    struct call c;
+    const unsigned long long *row;
+    if (mig_begin(&c, fn, device, &row)) {
+        if (!id)
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        else
+            *id = (unsigned int)row[column];
+    }
+    return call_end(&c);
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetGpuInstanceId
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    return get_instance_id(FN_nvmlDeviceGetGpuInstanceId, device, id, 0);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetComputeInstanceId
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    return get_instance_id(FN_nvmlDeviceGetComputeInstanceId, device, id, 1);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetProcessesUtilizationInfo
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
+                                                               nvmlProcessesUtilizationInfo_t *info)
+{
+    struct call c;
+    const struct gpu_cfg *g = dev_begin(&c, FN_nvmlDeviceGetProcessesUtilizationInfo, device);
+    if (g) {
+        const struct rows *u = &g->proc_util;
+        if (!info) {
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        } else if (info->version != nvmlProcessesUtilizationInfo_v1) {
+            c.ret = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        } else if (u->count == 0) {
+            c.ret = NVML_ERROR_NOT_FOUND; /* no process ran a kernel since lastSeenTimeStamp */
+        } else if (!info->procUtilArray || info->processSamplesCount < u->count) {
+            info->processSamplesCount = u->count;
+            c.ret = NVML_ERROR_INSUFFICIENT_SIZE;
+        } else {
+            unsigned long long now = wall_us();
+            for (unsigned int i = 0; i < u->count; i++) {
+                nvmlProcessUtilizationInfo_v1_t *e = &info->procUtilArray[i];
+                memset(e, 0, sizeof(*e));
+                e->timeStamp = now;
+                e->pid = (unsigned int)u->v[i][0];
+                e->smUtil = (unsigned int)u->v[i][1];
+                e->memUtil = (unsigned int)u->v[i][2];
+            }
+            info->processSamplesCount = u->count;
+            info->lastSeenTimeStamp = now;
+        }
+    }
+    return call_end(&c);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetProcessUtilization
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+                                                         unsigned int *processSamplesCount,
+                                                         unsigned long long lastSeenTimeStamp)
+{
+    (void)lastSeenTimeStamp; /* every configured sample is "new" */
+    struct call c;
+    const struct gpu_cfg *g = dev_begin(&c, FN_nvmlDeviceGetProcessUtilization, device);
+    if (g) {
+        const struct rows *u = &g->proc_util;
+        if (!processSamplesCount) {
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        } else if (u->count == 0) {
+            c.ret = NVML_ERROR_NOT_FOUND;
+        } else if (!utilization || *processSamplesCount < u->count) {
+            *processSamplesCount = u->count;
+            c.ret = NVML_ERROR_INSUFFICIENT_SIZE;
+        } else {
+            unsigned long long now = wall_us();
+            for (unsigned int i = 0; i < u->count; i++) {
+                nvmlProcessUtilizationSample_t *e = &utilization[i];
+                memset(e, 0, sizeof(*e));
+                e->pid = (unsigned int)u->v[i][0];
+                e->timeStamp = now;
+                e->smUtil = (unsigned int)u->v[i][1];
+                e->memUtil = (unsigned int)u->v[i][2];
+            }
+            *processSamplesCount = u->count;
+        }
+    }
+    return call_end(&c);
+}
+#endif
+
+/* ---- GPM ---------------------------------------------------------------- */
+
+#define GPM_MAGIC 0x47504d53u /* "GPMS": tells our samples from garbage */
+enum { GPM_SM_UTIL = 2, GPM_SM_OCCUPANCY = 3, GPM_ANY_TENSOR_UTIL = 5, GPM_DRAM_BW_UTIL = 10 };
+
+struct fake_gpm_sample {
+    unsigned int magic;
+    bool filled;
+    int gpu;
+    long long gpu_instance; /* -1: the whole GPU */
+    unsigned long long seq;
+    unsigned long long values[4]; /* sm, occupancy, tensor, dram at the time of the sample */
+};
+
+static unsigned long long g_gpm_seq; /* guarded by g_lock */
+
+static FAKE_MAYBE_UNUSED bool gpm_sample_ok(const struct fake_gpm_sample *s)
+{
+    return s && s->magic == GPM_MAGIC;
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlGpmQueryDeviceSupport
+FAKE_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport)
+{
+    struct call c;
+    const struct gpu_cfg *g = dev_begin(&c, FN_nvmlGpmQueryDeviceSupport, device);
+    if (g) {
+        if (!gpmSupport)
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        else if (gpmSupport->version != 1)
+            c.ret = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        else
+            gpmSupport->isSupportedDevice = g->gpm_supported ? 1 : 0;
+    }
+    return call_end(&c);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlGpmSampleAlloc
+FAKE_EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample)
+{
+    struct call c;
+    if (sys_begin(&c, FN_nvmlGpmSampleAlloc)) {
+        if (!gpmSample) {
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        } else {
+            struct fake_gpm_sample *s = calloc(1, sizeof(*s));
+            if (!s) {
+                c.ret = 20; /* NVML_ERROR_MEMORY */
+            } else {
+                s->magic = GPM_MAGIC;
+                *gpmSample = s;
+            }
+        }
+    }
+    return call_end(&c);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlGpmSampleFree
+FAKE_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample)
+{
+    struct call c;
+    if (sys_begin(&c, FN_nvmlGpmSampleFree)) {
+        if (!gpm_sample_ok(gpmSample)) {
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        } else {
+            gpmSample->magic = 0; /* a second free is caught, not a crash */
+            free(gpmSample);
+        }
+    }
+    return call_end(&c);
+}
+#endif
+
+static FAKE_MAYBE_UNUSED void gpm_fill(struct fake_gpm_sample *s, int gpu, long long gi, const unsigned long long v[4])
+{
+    s->filled = true;
+    s->gpu = gpu;
+    s->gpu_instance = gi;
+    s->seq = ++g_gpm_seq;
+    memcpy(s->values, v, sizeof(s->values));
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlGpmSampleGet
+FAKE_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample)
+{
+    struct call c;
+    const struct gpu_cfg *g = dev_begin(&c, FN_nvmlGpmSampleGet, device);
+    if (g) {
+        if (!gpm_sample_ok(gpmSample)) {
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        } else if (!g->gpm_supported) {
+            c.ret = NVML_ERROR_NOT_SUPPORTED;
+        } else {
+            unsigned long long v[4] = { g->gpm_sm_util, g->gpm_sm_occupancy, g->gpm_tensor_util, g->gpm_dram_util };
+            gpm_fill(gpmSample, c.gpu, -1, v);
+        }
+    }
+    return call_end(&c);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlGpmMigSampleGet
+FAKE_EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId, nvmlGpmSample_t gpmSample)
+{
+    struct call c;
+    const struct gpu_cfg *g = dev_begin(&c, FN_nvmlGpmMigSampleGet, device);
+    if (g) {
+        const unsigned long long *row = NULL;
+        for (unsigned int i = 0; i < g->mig_devices.count; i++) {
+            if (g->mig_devices.v[i][0] == gpuInstanceId)
+                row = g->mig_devices.v[i];
+        }
+        if (!gpm_sample_ok(gpmSample))
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        else if (!g->gpm_supported || !g->gpm_mig_supported || !g->mig_current)
+            c.ret = NVML_ERROR_NOT_SUPPORTED;
+        else if (!row)
+            c.ret = NVML_ERROR_NOT_FOUND;
+        else
+            gpm_fill(gpmSample, c.gpu, (long long)gpuInstanceId, row + 4);
+    }
+    return call_end(&c);
+}
+#endif
+
+/* Static strings, as the real library hands out. */
+static const nvmlGpmMetricInfo_t gpm_info[4] = {
+    { "SM_UTIL", "SM utilization", "%" },
+    { "SM_OCCUPANCY", "SM occupancy", "%" },
+    { "ANY_TENSOR_UTIL", "Any tensor utilization", "%" },
+    { "DRAM_BW_UTIL", "DRAM bandwidth utilization", "%" },
+};
+
+static FAKE_MAYBE_UNUSED int gpm_column(unsigned int metricId)
+{
+    switch (metricId) {
+    case GPM_SM_UTIL: return 0;
+    case GPM_SM_OCCUPANCY: return 1;
+    case GPM_ANY_TENSOR_UTIL: return 2;
+    case GPM_DRAM_BW_UTIL: return 3;
+    default: return -1;
+    }
+}
+
+/* Each metric's value is sample2's (the fake's counters hold a rate, not a
+ * running count); gpm_metric_errors gives a metric its own return code. */
+#ifndef FAKE_NVML_OMIT_nvmlGpmMetricsGet
+FAKE_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet)
+{
+    struct call c;
+    if (sys_begin(&c, FN_nvmlGpmMetricsGet)) {
+        const struct fake_gpm_sample *a = metricsGet ? metricsGet->sample1 : NULL;
+        const struct fake_gpm_sample *b = metricsGet ? metricsGet->sample2 : NULL;
+        if (!metricsGet || metricsGet->numMetrics > FAKE_GPM_METRIC_MAX) {
+            c.ret = NVML_ERROR_INVALID_ARGUMENT;
+        } else if (metricsGet->version != 1) {
+            c.ret = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        } else if (!gpm_sample_ok(a) || !gpm_sample_ok(b) || !a->filled || !b->filled || a->gpu != b->gpu ||
+                   a->gpu_instance != b->gpu_instance || a->seq >= b->seq) {
+            c.ret = NVML_ERROR_INVALID_ARGUMENT; /* two samples of one GPU, in order */
+        } else {
+            const struct gpu_cfg *g = &g_cfg->gpus[b->gpu];
+            for (unsigned int i = 0; i < metricsGet->numMetrics; i++) {
+                nvmlGpmMetric_t *m = &metricsGet->metrics[i];
+                int col = gpm_column(m->metricId);
+                m->value = 0.0;
+                memset(&m->metricInfo, 0, sizeof(m->metricInfo));
+                m->nvmlReturn = col < 0 ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
+                for (unsigned int r = 0; r < g->gpm_metric_errors.count; r++) {
+                    if (g->gpm_metric_errors.v[r][0] == m->metricId)
+                        m->nvmlReturn = (nvmlReturn_t)g->gpm_metric_errors.v[r][1];
+                }
+                if (m->nvmlReturn == NVML_SUCCESS) {
+                    m->value = (double)b->values[col];
+                    m->metricInfo = gpm_info[col];
+                }
+            }
         }
     }
     return call_end(&c);

@@ -6,19 +6,24 @@ import time
 from typing import Any
 
 from ...metrics.samples import FastRead, SlowRead
-from ..base import LOST, NO_GPU, OK, Backend, DeviceDict, lost_device, null_fields
+from ..base import GPM_OFF, LOST, NO_GPU, OK, Backend, DeviceDict, lost_device, null_fields
 from ..processes import ProcessDescriber
 from .errors import LOST as LOST_KIND
 from .errors import NO_GPU as NO_GPU_KIND
 from .errors import TRANSIENT, UNSUPPORTED, Failure, classify
+from .gpm import DeviceGpm, null
 from .library import NVML, NoGpu, Nvml
+from .mig import read_instances
 from .readers import FAST_QUERIES, SLOW_QUERIES, STATIC_QUERIES, BoundReader, Query, bind, peak_memory_bandwidth, text
+from .usage import UsageReader, processes_with_usage
 
 STATIC_FIELDS = tuple(f for q in STATIC_QUERIES for f in q.fields) + ("memory_bandwidth_bytes_per_s",)
 
 # The identity of a GPU: field -> pynvml getter. A GPU that cannot say these is still a GPU.
 IDENTITY = (("uuid", "nvmlDeviceGetUUID"), ("name", "nvmlDeviceGetName"))
 
+# What a failed GPM / MIG read is recorded under (only its failure is used).
+_MIG_QUERY = Query("mig_instances", ("mig_instances",), lambda nv, h, out: None)
 # How often a lost GPU is asked again whether it is back (well inside the 15 s promise).
 LOST_RETRY_S = 5.0
 
@@ -39,6 +44,10 @@ class _Device:
         self.identity_retry = False  # a gap was transient: read the identity again next tick
         self.info: DeviceDict | None = None
         self.lock = threading.Lock()
+        self.gpm = DeviceGpm()  # GPM buffers and support, read only while someone looks
+        self.usage = UsageReader()
+        self.owners: dict[int, tuple[int, int]] = {}  # pid -> MIG (gpu, compute) instance ids
+        self.losses = self.gpm_losses = 0  # times lost; the GPM state belongs to gpm_losses
 
 
 class NvmlBackend(Backend):
@@ -54,6 +63,7 @@ class NvmlBackend(Backend):
         self._devices: list[_Device] = []
         self._describer = ProcessDescriber()
         self._process_query = Query("processes", ("processes",), self._processes)
+        self._owners: dict[int, tuple[int, int]] = {}  # filled by _processes for the device being read
         self._opened = False
 
     # -- set-up ------------------------------------------------------------------------------
@@ -129,6 +139,7 @@ class NvmlBackend(Backend):
             # Another board now sits at this index (hot swap / reset reorder): start afresh.
             dev.unsupported.clear()
             dev.info = None
+            dev.losses += 1  # another board: its GPM state starts afresh
         elif dev.info is not None and (dev.name != name or dev.identity_gaps != gaps):
             dev.info = None  # the spec card shows the identity: build it again
         dev.handle, dev.uuid, dev.name = handle, uuid, name
@@ -142,6 +153,7 @@ class NvmlBackend(Backend):
                 dev.lost_since = now
             dev.lost_reason = failure.reason
             dev.next_retry = now + LOST_RETRY_S
+            dev.losses += 1  # the slow thread frees the GPM buffers (it alone uses them)
 
     # -- static info ---------------------------------------------------------------------------
     def device_info(self) -> list[DeviceDict]:
@@ -240,13 +252,20 @@ class NvmlBackend(Backend):
         out: list[Any] = []
         seen: set[int] = set()
         for dev in self._devices:
+            if dev.losses != dev.gpm_losses:
+                # A lost GPU's samples mean nothing once it is back (it may have been reset).
+                dev.gpm.free(self._nv)
+                dev.gpm, dev.usage, dev.gpm_losses = DeviceGpm(), UsageReader(), dev.losses
             if dev.lost_reason is not None:
                 continue  # the fast path reports it lost and probes it
             part: DeviceDict = {"index": dev.index}
             unavailable: dict[str, str] = {}
             alive = self._read_bound(dev, self._slow, part, unavailable, now)
             if alive:
+                self._owners = dev.owners = {}
                 alive = self._run(dev, self._process_query, part, unavailable, now)
+            if alive:
+                alive = self._read_looked(dev, part, unavailable, now)
             if not alive:
                 continue
             seen.update(p["pid"] for p in part["processes"] or ())
@@ -254,6 +273,30 @@ class NvmlBackend(Backend):
             out.append(part)
         self._describer.forget_except(seen)
         return out
+
+    def _read_looked(self, dev: _Device, part: DeviceDict, unavailable: dict[str, str], now: float) -> bool:
+        """GPM, per-process use and MIG instances; False when the GPU was lost on the way."""
+        mig = self._info(dev).get("mig_mode") == "enabled"
+        try:
+            if not self.gpm:
+                dev.gpm.pause()
+                dev.usage.reset()
+                null(part, unavailable, GPM_OFF)
+            else:
+                dev.gpm.read(self._nv, dev.handle, part, unavailable)
+                if part["processes"]:
+                    part["processes"] = processes_with_usage(self._nv, dev.handle, dev.usage, part["processes"])
+            part["mig_instances"] = (read_instances(self._nv, dev.handle, dev.gpm if self.gpm else None, dev.owners)
+                                     if mig else [])
+        except Exception as exc:  # a lost GPU, or MIG instances that cannot be listed
+            return self._failed(dev, _MIG_QUERY, exc, part, unavailable, now)
+        return True
+
+    def prime_gpm(self) -> bool:
+        # The first GPM sample (and the start of the per-process window) for a one-shot snapshot.
+        if self.status != OK or not self.gpm:
+            return False
+        return bool(self.read_slow(time.time()))
 
     def _processes(self, nv: Any, h: Any, out: DeviceDict) -> None:
         used: dict[int, int | None] = {}
@@ -271,9 +314,14 @@ class NvmlBackend(Backend):
                 prev = used.get(p.pid)
                 mem = p.usedGpuMemory
                 used[p.pid] = mem if prev is None else max(prev, mem or 0)
+                gi = getattr(p, "gpuInstanceId", None)
+                if gi is not None and gi != 0xFFFFFFFF:
+                    self._owners[p.pid] = (gi, p.computeInstanceId)
         out["processes"] = self._describer.entries(sorted(used.items()))
 
     def close(self) -> None:
+        for dev in self._devices:
+            dev.gpm.free(self._nv)
         self._devices = []
         self._opened = False
 

@@ -1,0 +1,144 @@
+"""The PromQL of the cluster view, over dcgm-exporter's default metric names and labels only.
+
+One overview query and one detail query (plus one range query for a host's history) per
+refresh: each is a union (``or``) of parts told apart by a ``gw_stat`` label, so a refresh costs
+one round trip however many parts it has. Aggregation happens in Prometheus, so 500 hosts x 8
+GPUs come back as a few thousand small samples, not one series per GPU and metric.
+"""
+from __future__ import annotations
+
+import json
+
+# dcgm-exporter's names (and ours, helper A's export uses the same): memory in MiB, power in W.
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+FB_FREE = "DCGM_FI_DEV_FB_FREE"
+TEMP = "DCGM_FI_DEV_GPU_TEMP"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+HOST = "Hostname"
+STAT = "gw_stat"  # our own label on each part of a union; no exporter writes it
+
+# A host that stopped reporting stays listed (as stale) this long after its last sample.
+LOOKBACK_S = 600
+# busy: utilization at or above this; free: below it and memory used below FREE_MEMORY_FRACTION.
+BUSY_UTIL_PERCENT = 10
+FREE_MEMORY_FRACTION = 0.1
+# The history of a host's detail: about 10 minutes in at most this many points.
+HISTORY_POINTS = 40
+HISTORY_SPAN_S = 600
+# A stopped host's last sample is dated by two subqueries, asked only for the hosts that are gone:
+# fine steps over the last AGE_FINE_S (half a scrape interval, so that a step falls between a
+# host's last sample and the staleness marker one interval later), coarse ones over the lookback.
+AGE_FINE_S = 60
+AGE_COARSE_STEP_S = 10
+# With more gone hosts than the overview names, one query over every host: coarser steps.
+AGE_FINE_STEP_ALL_S = 5
+AGE_COARSE_STEP_ALL_S = 60
+
+
+def quote(value: str) -> str:
+    """A PromQL string literal: Go's double-quoted syntax, which JSON's escapes are a subset of."""
+    return json.dumps(value, ensure_ascii=True)
+
+
+def _tag(expr: str, stat: str) -> str:
+    return f'label_replace({expr}, "{STAT}", "{stat}", "", "")'
+
+
+def union(parts: dict[str, str]) -> str:
+    return " or ".join(_tag(expr, stat) for stat, expr in parts.items())
+
+
+def _now(metric: str, selector: str = "") -> str:
+    """Each current GPU's value, duplicates (one GPU scraped by two jobs) folded into one. A plain
+    instant selector: Prometheus drops a host at once when its scrape fails (staleness markers)."""
+    return f"max by ({HOST}, UUID, gpu) ({metric}{selector})"
+
+
+def age_step_ms(scrape_interval_s: float | None) -> int:
+    """The fine subquery's step: half the scrape interval, from 0.1 s to 1 s."""
+    return int(min(1000, max(100, 500 * (scrape_interval_s or 2))))
+
+
+def _live_age(selector: str) -> str:
+    # The newest sample of the hosts Prometheus holds current: exact, and on Prometheus's clock
+    # (the Jupyter server's clock need not agree with it).
+    return f"time() - max by ({HOST}) (timestamp({UTIL}{selector}))"
+
+
+def _gone_ages(selector: str, fine: str, coarse: str) -> dict[str, str]:
+    # The newest sample of stopped hosts, in the last minute (fine) or the lookback (coarse), to
+    # within one step. Subqueries cost Prometheus ~0.2 s over 4000 series: the overview asks
+    # them only for the hosts that are gone (gone_ages_query).
+    stamp = f"timestamp({UTIL}{selector})"
+    return {
+        "age_fine": f"time() - max by ({HOST}) (max_over_time({stamp}[{AGE_FINE_S}s:{fine}]))",
+        "age_coarse": f"time() - max by ({HOST}) (max_over_time({stamp}[{LOOKBACK_S}s:{coarse}]))",
+    }
+
+
+def _regex_quote(text: str) -> str:
+    """``text`` as a literal inside an RE2 pattern: every ASCII character but letters and digits
+    escaped (RE2 takes any escaped ASCII punctuation literally, and refuses other escapes)."""
+    return "".join(c if c.isalnum() or not c.isascii() else "\\" + c for c in text)
+
+
+def gone_ages_query(hosts: list[str] | None, scrape_interval_s: float | None) -> str:
+    """The gone hosts' ages, by name; ``None``: of every host (cheaper than a pattern of hundreds)."""
+    if hosts is None:
+        return union(_gone_ages("", f"{AGE_FINE_STEP_ALL_S}s", f"{AGE_COARSE_STEP_ALL_S}s"))
+    selector = "{" + f"{HOST}=~{quote('|'.join(_regex_quote(h) for h in hosts))}" + "}"
+    return union(_gone_ages(selector, f"{age_step_ms(scrape_interval_s)}ms", f"{AGE_COARSE_STEP_S}s"))
+
+
+def overview_query(scrape_interval_s: float | None) -> str:
+    util, used, free = _now(UTIL), _now(FB_USED), _now(FB_FREE)
+    by = f"by ({HOST})"
+    # gpus over the whole lookback, so that a stopped host keeps its count; readings: current only
+    parts = {
+        "gpus": f"count {by} (max by ({HOST}, UUID, gpu) (last_over_time({UTIL}[{LOOKBACK_S}s])))",
+        "util_mean": f"avg {by} ({util})",
+        "util_max": f"max {by} ({util})",
+        "busy": f"count {by} ({util} >= {BUSY_UTIL_PERCENT})",
+        "free": f"count {by} ({util} < {BUSY_UTIL_PERCENT} and {used} < {FREE_MEMORY_FRACTION} * ({used} + {free}))",
+        "mem_used_mib": f"sum {by} ({used})",
+        "mem_total_mib": f"sum {by} ({used} + {free})",
+        "temp_max": f"max {by} ({_now(TEMP)})",
+        "power_w": f"sum {by} ({_now(POWER)})",
+        "age_live": _live_age(""),
+        # which scrape targets a current host's series come from: their interval dates staleness
+        "target": f"group by ({HOST}, job, instance) ({UTIL})",
+    }
+    return union(parts)
+
+
+def host_selector(host: str) -> str:
+    return "{" + f"{HOST}={quote(host)}" + "}"
+
+
+def detail_query(host: str, scrape_interval_s: float | None) -> str:
+    sel = host_selector(host)
+    # Every label kept (model, bus id, device): one series per GPU and metric.
+    parts = {
+        name: f"last_over_time({metric}{sel}[{LOOKBACK_S}s])"
+        for name, metric in (("util", UTIL), ("used", FB_USED), ("free", FB_FREE), ("temp", TEMP), ("power", POWER))
+    }
+    parts["age_live"] = _live_age(sel)
+    parts.update(_gone_ages(sel, f"{age_step_ms(scrape_interval_s)}ms", f"{AGE_COARSE_STEP_S}s"))
+    parts["target"] = f"group by ({HOST}, job, instance) ({UTIL}{sel})"
+    return union(parts)
+
+
+def history_step_s(scrape_interval_s: float | None) -> int:
+    """At most HISTORY_POINTS over HISTORY_SPAN_S, and never finer than the scrape interval (a
+    finer step would show gaps between samples)."""
+    return max(-(-HISTORY_SPAN_S // HISTORY_POINTS), int(-(-(scrape_interval_s or 0) // 1)))
+
+
+def history_query(host: str, step_s: int) -> str:
+    sel = host_selector(host)
+    # utilization: the mean of each step; memory: its peak (what decides whether a job fits).
+    return union({
+        "util": f"avg_over_time({UTIL}{sel}[{step_s}s])",
+        "used": f"max_over_time({FB_USED}{sel}[{step_s}s])",
+    })

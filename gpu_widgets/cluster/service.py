@@ -1,0 +1,174 @@
+"""The cluster service: one query round per refresh, shared by every client.
+
+An answer is fresh for ``refresh_s`` seconds. A request after that starts the next round and,
+while it runs, is given the previous answer (for up to STALE_GRACE more refreshes): a round over
+500 hosts takes Prometheus a few hundred ms, which no poll should have to wait for. Only the
+first request, or one after a long quiet spell, waits; requests that arrive meanwhile wait for
+that same round. So Prometheus sees the same load for 1 or 100 open sidebars. Failures are
+answers too (``status`` "unreachable" or "error" with a reason), kept as long, so a Prometheus
+that is down is not asked again by every poll.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import detail, overview, promql
+from .prometheus import Auth, PrometheusClient, PrometheusError
+
+OK = "ok"
+NOT_CONFIGURED = "not_configured"
+# Details of this many hosts are cached at once (a panel opens a few; 500 would be a scan).
+MAX_CACHED_DETAILS = 64
+# Up to this many stopped hosts are dated by name; more, by one query over every host.
+MAX_GONE_LISTED = 100
+# How many refresh periods past its freshness an answer may still be served while the next round runs.
+STALE_GRACE = 2
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    prometheus_url: str = ""
+    auth: Auth = Auth()
+    refresh_s: float = 5.0
+    timeout_s: float = 5.0
+
+
+class Answer:
+    """A finished answer: the payload and its JSON, encoded once for every client."""
+
+    def __init__(self, payload: dict[str, Any] | None) -> None:
+        self.payload = payload
+        self.body = None if payload is None else json.dumps(payload, allow_nan=False, separators=(",", ":"))
+
+
+class ClusterService:
+    def __init__(self, config: ClusterConfig, current_host: str, log: logging.Logger | None = None) -> None:
+        self.config = config
+        self.current_host = current_host
+        self.log = log or logging.getLogger(__name__)
+        self.client = PrometheusClient(config.prometheus_url, config.auth, config.timeout_s) \
+            if config.prometheus_url else None
+        self._cache: OrderedDict[str, tuple[float, Answer]] = OrderedDict()
+        self._running: dict[str, asyncio.Future[Answer]] = {}
+        self._interval_s: float | None = None  # the typical scrape interval, from the last overview
+        self._warned: str | None = None
+
+    # -- shared, cached rounds ------------------------------------------------------------------
+    async def _shared(self, key: str, make: Callable[[], Awaitable[dict[str, Any] | None]]) -> Answer:
+        hit = self._cache.get(key)
+        now = time.monotonic()
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        running = self._running.get(key)
+        if running is None:
+            running = asyncio.ensure_future(self._round(key, make))
+            running.add_done_callback(self._log_failure)
+            self._running[key] = running
+        if hit is not None and now < hit[0] + STALE_GRACE * self.config.refresh_s:
+            return hit[1]  # the round refreshes it meanwhile
+        # shield: a client that goes away must not cancel the round the others wait for
+        return await asyncio.shield(running)
+
+    def _log_failure(self, round_: asyncio.Future[Answer]) -> None:
+        # Failures of Prometheus are answers; this is a bug, and a round nobody awaited must not hide it.
+        if not round_.cancelled() and round_.exception() is not None:
+            self.log.error("gpu-widgets cluster view: a query round failed", exc_info=round_.exception())
+
+    async def _round(self, key: str, make: Callable[[], Awaitable[dict[str, Any] | None]]) -> Answer:
+        try:
+            answer = Answer(await make())
+            self._cache[key] = (time.monotonic() + self.config.refresh_s, answer)
+            self._cache.move_to_end(key)
+            while len(self._cache) > MAX_CACHED_DETAILS + 1:
+                self._cache.popitem(last=False)
+            return answer
+        finally:
+            self._running.pop(key, None)
+
+    def _warn(self, reason: str) -> None:
+        # Once per new reason, not once per refresh while Prometheus stays down.
+        if reason != self._warned:
+            self.log.warning("gpu-widgets cluster view: %s", reason)
+            self._warned = reason
+
+    async def _intervals(self) -> dict[tuple[str, str], float]:
+        """Scrape intervals by target. Query front ends (Thanos, Mimir) may lack the targets API:
+        then staleness rests on Prometheus's own markers and lookback alone."""
+        assert self.client is not None
+        try:
+            return await self.client.scrape_intervals()
+        except PrometheusError as exc:
+            self.log.debug("gpu-widgets cluster view: no scrape intervals: %s", exc.reason)
+            return {}
+
+    # -- the overview -----------------------------------------------------------------------------
+    def _head(self, status: str, reason: str | None) -> dict[str, Any]:
+        return {"status": status, "reason": reason,
+                "prometheus_url": self.client.url if self.client else None, "current_host": self.current_host}
+
+    async def overview(self) -> Answer:
+        return await self._shared("overview", self._overview)
+
+    async def _overview(self) -> dict[str, Any]:
+        empty = {"queried_at": time.time(), "scrape_interval_s": None, "host_columns": list(overview.HOST_COLUMNS),
+                 "hosts": [], "totals": {"hosts": 0, "gpus": 0, "stale_hosts": 0, "busy_gpus": 0, "free_gpus": 0}}
+        if self.client is None:
+            return {**self._head(NOT_CONFIGURED, "GpuWidgets.prometheus_url is not set: no cluster view"), **empty}
+        try:
+            result, intervals = await asyncio.gather(
+                self.client.query(promql.overview_query(self._interval_s)), self._intervals())
+            gone = overview.gone_hosts(result)
+            if gone:  # a second, small query dates their last samples (too costly for every host)
+                named = gone if len(gone) <= MAX_GONE_LISTED else None
+                result = [*result, *await self.client.query(promql.gone_ages_query(named, self._interval_s))]
+        except PrometheusError as exc:
+            self._warn(exc.reason)
+            return {**self._head(exc.status, exc.reason), **empty}
+        self._warned = None
+        # ~10 ms of Python for 500 hosts: in a worker thread, where the GIL's switch interval lets
+        # the loop in every 5 ms, rather than on the loop in one piece.
+        body = await asyncio.get_running_loop().run_in_executor(
+            None, overview.build, result, intervals, self.current_host)
+        self._interval_s = body["scrape_interval_s"]
+        if body["queried_at"] is None:
+            body["queried_at"] = empty["queried_at"]
+        reason = None if body["hosts"] else (f"Prometheus at {self.client.url} holds no {promql.UTIL} series "
+                                             "with a Hostname label: is anything scraped that exports them?")
+        return {**self._head(OK, reason), **body}
+
+    # -- one host -----------------------------------------------------------------------------------
+    async def detail(self, host: str) -> Answer:
+        """One host's GPUs; ``payload`` None when Prometheus knows no such host."""
+        return await self._shared(f"host:{host}", lambda: self._detail(host))
+
+    async def _detail(self, host: str) -> dict[str, Any] | None:
+        head = {"status": NOT_CONFIGURED, "reason": "GpuWidgets.prometheus_url is not set: no cluster view",
+                "hostname": host, "current": host == self.current_host, "stale": None, "age_s": None,
+                "history_step_s": None, "gpus": []}
+        if self.client is None:
+            return head
+        step = promql.history_step_s(self._interval_s)
+        n = promql.HISTORY_POINTS
+        end = time.time()
+        start = end - (n - 1) * step
+        try:
+            result, matrix, intervals = await asyncio.gather(
+                self.client.query(promql.detail_query(host, self._interval_s)),
+                self.client.query_range(promql.history_query(host, step), start, end, step),
+                self._intervals())
+        except PrometheusError as exc:
+            self._warn(exc.reason)
+            return {**head, "status": exc.status, "reason": exc.reason}
+        answer = detail.build(host, result, intervals, self.current_host, n)
+        if answer is None:
+            return None
+        detail.add_history(answer["gpus_by_key"], matrix, start, step, n)
+        answer = detail.finish(answer)
+        return {"status": OK, "reason": None, **answer, "history_step_s": float(step)}

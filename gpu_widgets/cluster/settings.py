@@ -1,0 +1,66 @@
+"""The cluster view's settings, as traits the server extension's app inherits (``c.GpuWidgets.<name>``)."""
+from __future__ import annotations
+
+from traitlets import Float, HasTraits, Unicode, validate
+
+from .prometheus import Auth, check_url
+from .service import ClusterConfig
+
+MIN_REFRESH_S = 1.0
+MAX_TIMEOUT_S = 120.0
+
+
+class ClusterSettings(HasTraits):
+    prometheus_url = Unicode(
+        "",
+        help="The Prometheus server the sidebar's Cluster view reads (e.g. http://prometheus:9090, with a "
+        "path prefix if it has one). It must scrape the hosts' gpu-widgets metrics or NVIDIA's dcgm-exporter. "
+        "Empty: no cluster view. Credentials belong in prometheus_token or prometheus_username/_password.",
+    ).tag(config=True)
+    prometheus_token = Unicode(
+        "", help="A bearer token sent to Prometheus (Authorization: Bearer ...). Empty: none."
+    ).tag(config=True)
+    prometheus_username = Unicode("", help="User name for HTTP basic auth to Prometheus. Empty: none.").tag(config=True)
+    prometheus_password = Unicode("", help="Password for HTTP basic auth to Prometheus.").tag(config=True)
+    cluster_refresh_s = Float(
+        5.0,
+        help=f"Seconds one answer from Prometheus is kept (at least {MIN_REFRESH_S:g}): every browser shares "
+        "it, so Prometheus is asked once per refresh however many sidebars are open.",
+    ).tag(config=True)
+    prometheus_timeout_s = Float(
+        5.0, help=f"Seconds to wait for Prometheus before the Cluster view says it cannot be reached (0-{MAX_TIMEOUT_S:g})."
+    ).tag(config=True)
+
+    @validate("prometheus_url")
+    def _check_prometheus_url(self, proposal):  # type: ignore[no-untyped-def]
+        value = proposal["value"].strip()
+        if value:
+            try:
+                check_url(value)
+            except ValueError as exc:
+                raise ValueError(f"GpuWidgets.prometheus_url {exc}") from None
+        return value
+
+    @validate("cluster_refresh_s")
+    def _check_refresh(self, proposal):  # type: ignore[no-untyped-def]
+        value = proposal["value"]
+        if not value >= MIN_REFRESH_S:
+            raise ValueError(f"GpuWidgets.cluster_refresh_s must be at least {MIN_REFRESH_S:g} s, got {value}")
+        return value
+
+    @validate("prometheus_timeout_s")
+    def _check_timeout(self, proposal):  # type: ignore[no-untyped-def]
+        value = proposal["value"]
+        if not 0 < value <= MAX_TIMEOUT_S:
+            raise ValueError(f"GpuWidgets.prometheus_timeout_s must be within 0-{MAX_TIMEOUT_S:g} s (more than 0), got {value}")
+        return value
+
+    def cluster_config(self) -> ClusterConfig:
+        """The settings as one value; a ValueError names a contradiction between them."""
+        if self.prometheus_token and self.prometheus_username:
+            raise ValueError("GpuWidgets.prometheus_token and GpuWidgets.prometheus_username are both set: "
+                             "Prometheus takes one kind of credentials, choose bearer token or basic auth")
+        if self.prometheus_password and not self.prometheus_username:
+            raise ValueError("GpuWidgets.prometheus_password is set without GpuWidgets.prometheus_username")
+        auth = Auth(self.prometheus_token, self.prometheus_username, self.prometheus_password)
+        return ClusterConfig(self.prometheus_url, auth, self.cluster_refresh_s, self.prometheus_timeout_s)

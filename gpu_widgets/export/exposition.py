@@ -1,0 +1,146 @@
+"""The text exposition: rendered by prometheus-client from registries of our own, once per sample.
+
+A scrape is two parts. The per-GPU part depends only on the sample, so it is rendered once per
+sample and shared by every scraper (ten Prometheus servers scraping cost one render). The health
+part (is the sample current, how old is it) changes with the clock, so it is rendered at each
+scrape; it is a handful of lines. Neither part calls the driver: the sample, the spec cards and
+the sampler's counters are all in memory already.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.registry import Collector
+
+from .._version import __version__
+from ..backends import ConfigError, resolve_choice
+from .families import BARE_COUNTERS, Health, device_families, health_families
+
+__all__ = ["CONTENT_TYPE_LATEST", "Exposition", "GpuCollector", "health_of"]
+
+Processes = Mapping[int, "list[Mapping[str, Any]] | None"]  # device index -> its processes to export
+
+# prometheus-client names a counter's HELP and TYPE lines with "_total"; put the bare name back.
+_BARE_HEADER = re.compile(
+    rb"^# (HELP|TYPE) (" + b"|".join(re.escape(n.encode()) for n in BARE_COUNTERS) + rb")_total ", re.M)
+
+
+class GpuCollector(Collector):
+    """A prometheus-client collector over one sample: the per-GPU families of ``view``.
+
+    The view is set before each render (under the exposition's lock); the collector never reads
+    the sampler itself, so what a scrape sees is exactly the sample it was rendered for.
+    """
+
+    def __init__(self, hostname: str) -> None:
+        self.hostname = hostname
+        self.view: tuple[Iterable[Mapping[str, Any]], Mapping[int, Mapping[str, Any]],
+                         Mapping[int, list[Mapping[str, Any]] | None] | None] = ((), {}, None)
+
+    def collect(self) -> Iterable[Any]:
+        devices, infos, processes = self.view
+        return device_families(devices, infos, self.hostname, processes)
+
+
+class _HealthCollector(Collector):
+    def __init__(self) -> None:
+        self.health: Health | None = None
+
+    def collect(self) -> Iterable[Any]:
+        return health_families(self.health) if self.health is not None else []
+
+
+class Exposition:
+    """What ``/metrics`` answers: ``render_devices`` once per sample (``cached`` finds it again)
+    and ``render_health`` at every scrape. Thread-safe: the standalone exporter serves from
+    several threads, the server renders in an executor."""
+
+    def __init__(self, hostname: str) -> None:
+        self.hostname = hostname
+        self.collector = GpuCollector(hostname)
+        self._health = _HealthCollector()
+        # Registries of our own: the process-wide default one may hold whatever else the process
+        # registered (and a second Jupyter extension doing the same must not collide with us).
+        self._devices_registry = CollectorRegistry(auto_describe=False)
+        self._devices_registry.register(self.collector)
+        self._health_registry = CollectorRegistry(auto_describe=False)
+        self._health_registry.register(self._health)
+        self._lock = threading.Lock()
+        self._last: tuple[object, bytes] | None = None
+        self.renders = 0  # per-GPU renders so far (tests check that scrapers share them)
+
+    def cached(self, snapshot: object) -> bytes | None:
+        last = self._last
+        return last[1] if last is not None and last[0] is snapshot else None
+
+    def render_devices(self, snapshot: Mapping[str, Any], infos: Iterable[Mapping[str, Any]],
+                       processes: Processes | None = None) -> bytes:
+        """The per-GPU part for ``snapshot``, rendered now and kept for the next scrapers."""
+        by_index = {info["index"]: info for info in infos if "index" in info}
+        with self._lock:
+            cached = self.cached(snapshot)
+            if cached is not None:
+                return cached
+            self.collector.view = (snapshot["devices"], by_index, processes)
+            try:
+                text = _BARE_HEADER.sub(rb"# \1 \2 ", generate_latest(self._devices_registry))
+            finally:
+                self.collector.view = ((), {}, None)
+            self._last = (snapshot, text)
+            self.renders += 1
+            return text
+
+    def render_health(self, health: Health) -> bytes:
+        with self._lock:
+            self._health.health = health
+            try:
+                return generate_latest(self._health_registry)
+            finally:
+                self._health.health = None
+
+    def scrape(self, service: Any, processes: Callable[[Any], Processes] | None = None) -> bytes:
+        """A whole scrape in one go (the standalone exporter, on its serving thread).
+        ``processes(snapshot)`` gives the process lists to export (redacted by the caller)."""
+        snap = service.latest() if service.ready else None
+        parts = []
+        if snap is not None:
+            body = self.cached(snap)
+            if body is None:
+                body = self.render_devices(snap, service.devices(), processes(snap) if processes else None)
+            parts.append(body)
+        parts.append(self.render_health(health_of(service, self.hostname)))
+        return b"".join(parts)
+
+
+def simulated_choice(choice: str | None) -> bool:
+    """Whether the configured backend is the simulated one (known before it opens)."""
+    try:
+        return resolve_choice(choice) == "simulated"
+    except ConfigError:
+        return False
+
+
+def health_of(service: Any, hostname: str) -> Health:
+    """The health of a ``GpuService`` (server/service.py) right now: no driver call, the status
+    and staleness it works out from the clock."""
+    status = service.status()
+    sampler = service.sampler if service.ready else None
+    snap = sampler.latest if sampler is not None else None
+    backend = status["backend"] or ""
+    simulated = backend == "simulated" if backend else simulated_choice(service.backend_choice)
+    return Health(
+        version=__version__,
+        backend=backend,
+        simulated=simulated,
+        hostname=hostname,
+        up=status["status"] == "ok" and snap is not None,
+        status=status["status"],
+        sample_age_s=status["sample_age_s"],
+        sample_timestamp=snap["timestamp"] if snap is not None else None,
+        samples=sampler.ticks if sampler is not None else None,
+        skipped_ticks=sampler.skipped_ticks if sampler is not None else None,
+    )

@@ -1,0 +1,113 @@
+"""``{base_url}gpu-widgets/metrics``: the Prometheus text exposition of the server's sampler.
+
+Authenticated with the Jupyter server's own auth (a scrape config sends the token as
+``Authorization: token ...``) unless ``GpuWidgets.metrics_allow_unauthenticated``. A scrape reads
+what the sampler holds; the per-GPU part is rendered once per sample, in a worker thread because
+kernel attribution walks /proc, and scrapers arriving meanwhile wait for that same render.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tornado import web
+
+from . import kernels, privacy
+from .handlers import BaseApiHandler
+from .service import GpuService
+
+try:  # jupyter_server >= 2.13 checks auth before the handler unless told the handler does it
+    from jupyter_server.auth.decorator import allow_unauthenticated
+except ImportError:  # older servers only check where the handler asks (web.authenticated)
+    def allow_unauthenticated(method: Any) -> Any:  # type: ignore[no-redef]
+        return method
+
+METRICS_PATH = "/gpu-widgets/metrics"
+ALLOW_KEY = "gpu_widgets_metrics_allow_unauthenticated"
+HOSTNAME_KEY = "gpu_widgets_hostname"
+_SCRAPES_KEY = "gpu_widgets_scrapes"
+
+
+class ServerScrapes:
+    """The server's exposition and the render in progress, shared by every scraper."""
+
+    def __init__(self, service: GpuService, hostname: str) -> None:
+        from ..export.exposition import Exposition  # prometheus-client only once someone scrapes
+
+        self.service = service
+        self.exposition = Exposition(hostname)
+        self._rendering: tuple[object, asyncio.Future[bytes]] | None = None
+
+    async def body(self, handler: web.RequestHandler) -> bytes:
+        from ..export.exposition import health_of
+
+        snap = self.service.latest() if self.service.ready else None
+        parts = [] if snap is None else [await self._devices(snap, handler)]
+        # Health last and fresh: the sample may be old by now (a driver call that hangs).
+        parts.append(self.exposition.render_health(health_of(self.service, self.exposition.hostname)))
+        return b"".join(parts)
+
+    async def _devices(self, snap: Any, handler: web.RequestHandler) -> bytes:
+        cached = self.exposition.cached(snap)
+        if cached is not None:
+            return cached
+        rendering = self._rendering
+        if rendering is None or rendering[0] is not snap:
+            rendering = (snap, asyncio.ensure_future(self._render(snap, handler)))
+            self._rendering = rendering
+        # Shielded: a scraper that goes away must not cancel the render the others wait for.
+        return await asyncio.shield(rendering[1])
+
+    async def _render(self, snap: Any, handler: Any) -> bytes:
+        paths: dict[str, str] = {}
+        roots: dict[int, str] = {}
+        if any(dev.get("processes") for dev in snap["devices"]):
+            try:
+                for session in await handler.session_manager.list_sessions():
+                    kernel = session.get("kernel") or {}
+                    if kernel.get("id"):
+                        paths[kernel["id"]] = session.get("path")
+            except Exception:
+                handler.log.warning("gpu-widgets: could not list sessions for kernel attribution", exc_info=True)
+            roots = kernels.kernel_root_pids(handler.kernel_manager)
+        me = None if self.service.show_other_users_processes else privacy.server_uid()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self._render_sync, snap, roots, paths, me)
+
+    def _render_sync(self, snap: Any, roots: dict[int, str], paths: dict[str, str], me: int | None) -> bytes:
+        processes: dict[int, Any] = {}
+        for dev in kernels.attribute(snap["devices"], roots, paths):
+            procs = dev["processes"]
+            if procs is not None and me is not None:
+                procs = [privacy.redact_process(p, me) for p in procs]
+            processes[dev["index"]] = procs
+        return self.exposition.render_devices(snap, self.service.devices(), processes)
+
+
+class PrometheusMetricsHandler(BaseApiHandler):
+    """GET the exposition. Errors (403, 400) stay JSON like the rest of the API."""
+
+    # A scrape every few seconds is not a person using the server: it must not keep JupyterHub's
+    # idle culler from stopping it.
+    _track_activity = False
+
+    @allow_unauthenticated
+    async def get(self) -> None:
+        if not self.settings.get(ALLOW_KEY, False) and not self.current_user:
+            raise web.HTTPError(403)
+        self.check_params()
+        from ..export.exposition import CONTENT_TYPE_LATEST
+
+        scrapes = self.settings.get(_SCRAPES_KEY)
+        if scrapes is None:
+            hostname = self.settings.get(HOSTNAME_KEY) or ""
+            scrapes = self.settings[_SCRAPES_KEY] = ServerScrapes(self.service, hostname)
+        self.finish(await scrapes.body(self), set_content_type=CONTENT_TYPE_LATEST)
+
+    def compute_etag(self) -> None:
+        return None  # every scrape is new (the health part), and hashing it is wasted work
+
+
+def metrics_route() -> tuple[str, type[PrometheusMetricsHandler]]:
+    """The route, under the server's base_url (the extension app prefixes it)."""
+    return (METRICS_PATH, PrometheusMetricsHandler)

@@ -1,0 +1,74 @@
+/**
+ * The Cluster view rendered to HTML (React's server renderer: no DOM in these tests): 500 hosts
+ * render without throwing, 100 rows at a time; stale and current hosts are marked.
+ */
+import * as React from 'react';
+
+import { ClusterModel, RequestFn } from '../clusterModel';
+import { ClusterView, HOST_PAGE } from '../clusterView';
+import { FALLBACK_PALETTE } from '../palette';
+import { hostDetail, hostRow, manyHosts, overview } from './clusterData';
+import { MockApi } from './utils';
+
+// react-dom (JupyterLab's) comes without its types here: the one function used.
+const { renderToString } = require('react-dom/server') as { renderToString: (el: React.ReactElement) => string };
+
+async function rendered(body: unknown): Promise<string> {
+  const api = new MockApi({ cluster: { body: q => (q.host ? hostDetail(String(q.host)) : body) } });
+  const m = new ClusterModel({ request: api.handler as RequestFn });
+  m.setVisible(true);
+  await m.refresh();
+  m.setVisible(false);
+  // The server renderer warns that layout effects (the render timing) do not run there.
+  const errors = jest.spyOn(console, 'error').mockImplementation(() => undefined);
+  let html: string;
+  try {
+    html = renderToString(React.createElement(ClusterView, { model: m, palette: FALLBACK_PALETTE }));
+    const other = errors.mock.calls.filter(c => !String(c[0]).includes('useLayoutEffect does nothing on the server'));
+    expect(other).toEqual([]);
+  } finally {
+    errors.mockRestore();
+    m.dispose();
+  }
+  // Without the markers React puts between adjacent texts.
+  return html.replace(/<!-- -->/g, '');
+}
+
+function count(html: string, pattern: RegExp): number {
+  return (html.match(pattern) ?? []).length;
+}
+
+describe('ClusterView', () => {
+  it('renders 500 hosts, the first 100 of them, with a way to show more', async () => {
+    const html = await rendered(overview(manyHosts(500)));
+    expect(count(html, /class="jp-GpuWidgets-hostRow[ "]/g)).toBe(HOST_PAGE);
+    expect(html).toContain('Show 100 more (400 not shown)');
+    expect(html).toContain('500 hosts · 4000 GPUs');
+    expect(html).toContain('aria-label="Filter hosts by name"');
+  });
+
+  it('marks the current host and greys stale ones with how long they are silent', async () => {
+    const html = await rendered(
+      overview([
+        hostRow({ hostname: 'node-a', current: true }),
+        hostRow({ hostname: 'node-b', stale: true, age_s: 45 })
+      ])
+    );
+    expect(html).toMatch(/data-host="node-a"[^>]*class="[^"]*jp-mod-current/);
+    expect(html).toContain('this server');
+    expect(html).toMatch(/data-host="node-b" data-stale="true" class="[^"]*jp-mod-stale/);
+    expect(html).toContain('no data for 45 s');
+    // Two hosts: both open at a glance, a line per GPU.
+    expect(count(html, /class="jp-GpuWidgets-clusterGpu"/g)).toBe(4);
+    expect(html).toContain('1.8 kW');
+    expect(html).not.toContain('Filter hosts'); // two hosts need no filter
+  });
+
+  it('says why Prometheus cannot be read', async () => {
+    const reason = 'Prometheus at http://127.0.0.1:9090 cannot be reached: connection refused';
+    const html = await rendered(overview([], { status: 'unreachable', reason }));
+    expect(html).toContain('role="alert"');
+    expect(html).toContain(`${reason}.`);
+    expect(html).toContain('This machine');
+  });
+});

@@ -1,0 +1,296 @@
+/**
+ * The Cluster view's data: the server's `cluster` answers (read from Prometheus by the server),
+ * turned into host rows, sorted, filtered and worded.
+ *
+ * The overview sends its hosts as arrays in `host_columns` order (compact for 500 hosts); every
+ * column is read by its name, so the server may add or reorder columns without breaking us.
+ *
+ * Pure functions (no DOM): jest-tested.
+ */
+import { components } from './api.generated';
+import { formatDuration, formatNumber } from './format';
+
+type Schemas = components['schemas'];
+
+/** `GET cluster`: every host Prometheus knows, one array per host (in `host_columns` order). */
+export type IClusterOverview = Schemas['ClusterOverview'];
+
+/** `status` of both cluster answers; `not_configured`: no `c.GpuWidgets.prometheus_url`. */
+export type ClusterStatus = IClusterOverview['status'];
+
+export type IClusterTotals = IClusterOverview['totals'];
+
+/** `GET cluster?host=NAME`. */
+export type IClusterHostDetail = Schemas['ClusterHost'];
+
+/** One GPU of a host's detail; its history lists are `history_step_s` apart, newest last. */
+export type IClusterGpu = Schemas['ClusterGpu'];
+
+/** One host of the overview, its columns by name (null where the server sent none). */
+export interface IClusterHost {
+  hostname: string;
+  current: boolean;
+  stale: boolean;
+  ageS: number | null;
+  gpuCount: number | null;
+  busyGpus: number | null;
+  freeGpus: number | null;
+  utilMean: number | null;
+  utilMax: number | null;
+  memUsedGiB: number | null;
+  memTotalGiB: number | null;
+  tempMaxC: number | null;
+  powerW: number | null;
+}
+
+/** The server's column name for each field of a row. */
+const COLUMN_OF: { readonly [field in keyof IClusterHost]: string } = {
+  hostname: 'hostname',
+  current: 'current',
+  stale: 'stale',
+  ageS: 'age_s',
+  gpuCount: 'gpu_count',
+  busyGpus: 'busy_gpus',
+  freeGpus: 'free_gpus',
+  utilMean: 'utilization_mean_percent',
+  utilMax: 'utilization_max_percent',
+  memUsedGiB: 'memory_used_gib',
+  memTotalGiB: 'memory_total_gib',
+  tempMaxC: 'temperature_max_c',
+  powerW: 'power_w'
+};
+
+const STATUSES: readonly ClusterStatus[] = ['ok', 'not_configured', 'unreachable', 'error'];
+
+function num(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+}
+
+/**
+ * Check a `GET cluster` body and read its rows. Throws an Error saying what is wrong when the
+ * body is not a cluster overview (the model turns it into a message).
+ */
+export function parseOverview(body: unknown): { overview: IClusterOverview; hosts: IClusterHost[] } {
+  const b = body as Partial<IClusterOverview> | null;
+  if (!b || typeof b !== 'object' || !STATUSES.includes(b.status as ClusterStatus)) {
+    throw new Error(`not a cluster overview: "status" must be one of ${STATUSES.join(', ')}`);
+  }
+  // Read as plain names: a newer server may send columns this version does not know.
+  const columns: readonly string[] = Array.isArray(b.host_columns) ? b.host_columns : [];
+  const rows = Array.isArray(b.hosts) ? b.hosts : [];
+  if (rows.length && !columns.includes('hostname')) {
+    throw new Error('not a cluster overview: "host_columns" has no "hostname"');
+  }
+  const at = new Map(columns.map((name, i) => [name, i]));
+  const hosts = rows.map((row, n) => {
+    if (!Array.isArray(row) || row.length !== columns.length) {
+      throw new Error(`not a cluster overview: host row ${n} has not the ${columns.length} values of "host_columns"`);
+    }
+    const get = (field: keyof IClusterHost): unknown => {
+      const i = at.get(COLUMN_OF[field]);
+      return i === undefined ? null : row[i];
+    };
+    return {
+      hostname: String(get('hostname') ?? ''),
+      current: get('current') === true,
+      stale: get('stale') === true,
+      ageS: num(get('ageS')),
+      gpuCount: num(get('gpuCount')),
+      busyGpus: num(get('busyGpus')),
+      freeGpus: num(get('freeGpus')),
+      utilMean: num(get('utilMean')),
+      utilMax: num(get('utilMax')),
+      memUsedGiB: num(get('memUsedGiB')),
+      memTotalGiB: num(get('memTotalGiB')),
+      tempMaxC: num(get('tempMaxC')),
+      powerW: num(get('powerW'))
+    };
+  });
+  const overview: IClusterOverview = {
+    status: b.status as ClusterStatus,
+    reason: typeof b.reason === 'string' ? b.reason : null,
+    prometheus_url: typeof b.prometheus_url === 'string' ? b.prometheus_url : null,
+    current_host: typeof b.current_host === 'string' ? b.current_host : '',
+    queried_at: num(b.queried_at) ?? Date.now() / 1000,
+    scrape_interval_s: num(b.scrape_interval_s),
+    host_columns: columns as IClusterOverview['host_columns'],
+    hosts: rows as IClusterOverview['hosts'],
+    totals: b.totals && typeof b.totals === 'object' ? b.totals : totalsOf(hosts)
+  };
+  return { overview, hosts };
+}
+
+/** The columns a person can sort the hosts by. */
+export type HostSortKey = 'host' | 'gpus' | 'busy' | 'free' | 'utilization' | 'utilMax' | 'memory' | 'temperature' | 'power';
+
+export const HOST_SORT_KEYS: readonly HostSortKey[] = [
+  'host',
+  'gpus',
+  'busy',
+  'free',
+  'utilization',
+  'utilMax',
+  'memory',
+  'temperature',
+  'power'
+];
+
+function sortValue(host: IClusterHost, key: Exclude<HostSortKey, 'host'>): number | null {
+  switch (key) {
+    case 'gpus':
+      return host.gpuCount;
+    case 'busy':
+      return host.busyGpus;
+    case 'free':
+      return host.freeGpus;
+    case 'utilization':
+      return host.utilMean;
+    case 'utilMax':
+      return host.utilMax;
+    case 'memory':
+      return host.memUsedGiB;
+    case 'temperature':
+      return host.tempMaxC;
+    case 'power':
+      return host.powerW;
+  }
+}
+
+const byName = (a: IClusterHost, b: IClusterHost): number =>
+  a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0;
+
+/**
+ * The hosts sorted by a column. Unknown values (stale hosts' readings among them) go last in
+ * either direction, and ties keep host-name order, so the order does not jump between refreshes.
+ */
+export function sortHosts(hosts: readonly IClusterHost[], key: HostSortKey, descending: boolean): IClusterHost[] {
+  if (!HOST_SORT_KEYS.includes(key)) {
+    throw new Error(`cannot sort the hosts by ${JSON.stringify(key)}: use one of ${HOST_SORT_KEYS.join(', ')}`);
+  }
+  if (key === 'host') {
+    return [...hosts].sort((a, b) => (descending ? byName(b, a) : byName(a, b)));
+  }
+  return [...hosts].sort((a, b) => {
+    const va = a.stale ? null : sortValue(a, key);
+    const vb = b.stale ? null : sortValue(b, key);
+    if (va === null || vb === null) {
+      return va === vb ? byName(a, b) : va === null ? 1 : -1;
+    }
+    return va === vb ? byName(a, b) : descending ? vb - va : va - vb;
+  });
+}
+
+/** Which hosts the table lists. */
+export type HostFilter = 'all' | 'busy' | 'free' | 'stale';
+
+export const HOST_FILTERS: readonly HostFilter[] = ['all', 'busy', 'free', 'stale'];
+
+/**
+ * The hosts a filter keeps: `busy` those with a busy GPU, `free` those with a free GPU (both
+ * among hosts that report: a stale host's old readings say nothing about now), `stale` those
+ * that stopped reporting. The text matches host names case-insensitively (every word must match);
+ * "this server" finds the current host.
+ */
+export function filterHosts(hosts: readonly IClusterHost[], text: string, filter: HostFilter): IClusterHost[] {
+  if (!HOST_FILTERS.includes(filter)) {
+    throw new Error(`cannot filter the hosts by ${JSON.stringify(filter)}: use one of ${HOST_FILTERS.join(', ')}`);
+  }
+  const words = text.toLowerCase().split(/\s+/).filter(Boolean);
+  return hosts.filter(h => {
+    if (filter === 'stale' && !h.stale) {
+      return false;
+    }
+    if (filter === 'busy' && (h.stale || !(h.busyGpus ?? 0))) {
+      return false;
+    }
+    if (filter === 'free' && (h.stale || !(h.freeGpus ?? 0))) {
+      return false;
+    }
+    const hay = `${h.hostname}${h.current ? ' this server' : ''}`.toLowerCase();
+    return words.every(w => hay.includes(w));
+  });
+}
+
+const DASH = '—';
+
+/** The totals of these rows (when the server sent none): busy and free count only hosts that report. */
+export function totalsOf(hosts: readonly IClusterHost[]): IClusterTotals {
+  return {
+    hosts: hosts.length,
+    gpus: hosts.reduce((s, h) => s + (h.gpuCount ?? 0), 0),
+    busy_gpus: hosts.reduce((s, h) => s + (h.stale ? 0 : h.busyGpus ?? 0), 0),
+    free_gpus: hosts.reduce((s, h) => s + (h.stale ? 0 : h.freeGpus ?? 0), 0),
+    stale_hosts: hosts.filter(h => h.stale).length
+  };
+}
+
+/** "no data for 45 s" (a stale host), or "no data" when the age is unknown. */
+export function staleText(ageS: number | null): string {
+  return ageS === null ? 'no data' : `no data for ${formatDuration(ageS)}`;
+}
+
+/** Watts, in kW past 1000 W so that an 8-GPU host stays short ("5.6 kW"). */
+export function formatPower(watts: number | null): string {
+  if (watts === null) {
+    return DASH;
+  }
+  return watts >= 1000 ? `${formatNumber(watts / 1000)} kW` : `${formatNumber(watts, 0)} W`;
+}
+
+export function formatPercent(value: number | null): string {
+  return value === null ? DASH : `${formatNumber(value, 0)} %`;
+}
+
+/** "120/640 GiB" ("120/640" where the column's header gives the unit); whole GiB past 100, to fit the row. */
+export function formatMemory(usedGiB: number | null, totalGiB: number | null, unit = true): string {
+  const f = (v: number): string => formatNumber(v, v >= 100 ? 0 : 1);
+  if (usedGiB === null) {
+    return DASH;
+  }
+  const text = totalGiB === null ? f(usedGiB) : `${f(usedGiB)}/${f(totalGiB)}`;
+  return unit ? `${text} GiB` : text;
+}
+
+export function formatTemperature(celsius: number | null): string {
+  return celsius === null ? DASH : `${formatNumber(celsius, 0)} °C`;
+}
+
+/** The totals line: "2 hosts · 16 GPUs · 3 busy · 12 free · 1 stale". */
+export function totalsText(t: IClusterTotals): string {
+  const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
+  const parts = [plural(t.hosts, 'host'), plural(t.gpus, 'GPU'), `${t.busy_gpus} busy`, `${t.free_gpus} free`];
+  if (t.stale_hosts) {
+    parts.push(`${t.stale_hosts} stale`);
+  }
+  return parts.join(' · ');
+}
+
+/**
+ * The words for a status that is not `ok`, for the message above the table: the server's reason
+ * (a sentence that names Prometheus's URL), else words of our own.
+ */
+export function problemText(status: ClusterStatus, reason: string | null, url: string | null): string | null {
+  if (status === 'ok' || status === 'not_configured') {
+    return null;
+  }
+  if (reason) {
+    return /[.!?]$/.test(reason) ? reason : `${reason}.`;
+  }
+  const where = url ? ` at ${url}` : '';
+  return status === 'unreachable'
+    ? `Prometheus${where} cannot be reached.`
+    : `Prometheus${where} answered with something the cluster view cannot use.`;
+}
+
+/**
+ * A GPU's history as chart points: the server sends values `stepS` apart, newest last, ending at
+ * `endS` (the query time), so the times are counted back from there.
+ */
+export function historyPoints(
+  values: readonly (number | null)[],
+  stepS: number,
+  endS: number
+): { t: number[]; y: (number | null)[] } {
+  const n = values.length;
+  return { t: values.map((_, i) => endS - (n - 1 - i) * stepS), y: values.map(v => num(v)) };
+}

@@ -1,0 +1,263 @@
+/**
+ * The Cluster view's model: asks the server's `cluster` endpoint once at start (is a Prometheus
+ * configured at all?), then polls it only while the Cluster view is on screen, with the details
+ * of the hosts that are open.
+ *
+ * A Lumino `Poll` as in the GPU model: backoff on failures, standby while the view is hidden or
+ * the browser tab is, so 500 hosts cost nothing while nobody looks.
+ */
+import { IDisposable } from '@lumino/disposable';
+import { Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { IClusterHost, IClusterHostDetail, IClusterOverview, parseOverview } from './cluster';
+import { MAX_BACKOFF_MS } from './pollLimits';
+import { Query, requestAPI } from './request';
+import { ApiError } from './tokens';
+
+/** The endpoint, below the API's path. */
+export const CLUSTER_ENDPOINT = 'cluster';
+
+/** How often the view refreshes while shown (Prometheus scrapes every 15 s by default). */
+export const CLUSTER_INTERVAL_MS = 5000;
+
+/** With this many hosts or fewer, every host's details are open until the user closes one. */
+export const EXPAND_ALL_UP_TO = 4;
+
+/** A first question that got no answer at all (the server restarting) is asked again this much later. */
+export const PROBE_RETRY_MS = 30_000;
+
+/** At most this many hosts' details are asked for per refresh (the oldest opened ones close). */
+export const MAX_OPEN_HOSTS = 8;
+
+/** One open host's details: what the last request brought, or why it failed. */
+export type HostDetailState =
+  | { kind: 'loading' }
+  | { kind: 'ok'; detail: IClusterHostDetail }
+  | { kind: 'error'; message: string };
+
+export type RequestFn = <T>(endpoint: string, query?: Query) => Promise<T>;
+
+export namespace ClusterModel {
+  export interface IOptions {
+    /** The request function (tests pass a mock); default `requestAPI`. */
+    request?: RequestFn;
+    intervalMs?: number;
+    probeRetryMs?: number;
+  }
+}
+
+export class ClusterModel implements IDisposable {
+  constructor(options: ClusterModel.IOptions = {}) {
+    this._request = options.request ?? (<T>(endpoint: string, query?: Query) => requestAPI<T>(endpoint, query));
+    const interval = options.intervalMs ?? CLUSTER_INTERVAL_MS;
+    this._probeRetryMs = options.probeRetryMs ?? PROBE_RETRY_MS;
+    this._poll = new Poll<void, unknown, 'standby'>({
+      auto: false,
+      factory: () => this._update(),
+      frequency: { interval, backoff: true, max: Math.max(MAX_BACKOFF_MS, interval) },
+      name: 'gpu-widgets:cluster',
+      standby: () => (this._visible ? 'when-hidden' : true)
+    });
+  }
+
+  /** Emitted after every answer, failure or change of the open hosts. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** The server has a Prometheus configured (its first answer was not `not_configured`). */
+  get offered(): boolean {
+    return this._offered;
+  }
+
+  /** The last overview (null before the first answer). */
+  get overview(): IClusterOverview | null {
+    return this._overview;
+  }
+
+  get hosts(): readonly IClusterHost[] {
+    return this._hosts;
+  }
+
+  /** Why the last request failed (the server's words), or null after a good answer. */
+  get error(): string | null {
+    return this._error;
+  }
+
+  /** The hosts whose details are shown. */
+  get openHosts(): readonly string[] {
+    if (this._chosen === null) {
+      return this._hosts.length <= EXPAND_ALL_UP_TO ? this._hosts.map(h => h.hostname) : [];
+    }
+    return this._chosen;
+  }
+
+  detail(hostname: string): HostDetailState {
+    return this._details.get(hostname) ?? { kind: 'loading' };
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /** Ask once whether a cluster is configured (the switch is shown only then). Never rejects. */
+  async probe(): Promise<void> {
+    try {
+      await this._update();
+    } catch (error) {
+      // offered stays false: no switch. An older server without the endpoint answers 404 (never
+      // ask again); no answer at all may be a server restarting (ask again later).
+      if (error instanceof ApiError && error.kind === 'network' && !this._isDisposed && !this._started) {
+        this._probeTimer = setTimeout(() => void this.probe(), this._probeRetryMs);
+      }
+    }
+  }
+
+  /** The Cluster view was shown or hidden: poll only while it is shown. */
+  setVisible(visible: boolean): void {
+    if (visible === this._visible || this._isDisposed) {
+      return;
+    }
+    this._visible = visible;
+    if (visible) {
+      if (this._started) {
+        void this._poll.refresh();
+      } else {
+        this._started = true;
+        void this._poll.start(); // its first tick asks at once
+      }
+    }
+  }
+
+  /** Open or close one host's details (fetched at once, then with every refresh). */
+  toggleHost(hostname: string): void {
+    const open = [...this.openHosts];
+    const next = open.includes(hostname) ? open.filter(h => h !== hostname) : [...open, hostname];
+    this._chosen = next.slice(-MAX_OPEN_HOSTS);
+    for (const gone of [...this._details.keys()].filter(h => !this._chosen!.includes(h))) {
+      this._details.delete(gone);
+    }
+    this._changed.emit();
+    if (this._chosen.includes(hostname)) {
+      void this._fetchDetails([hostname]).then(() => this._emit());
+    }
+  }
+
+  /** Ask now (the "Retry now" button; tests). Never rejects. */
+  async refresh(): Promise<void> {
+    try {
+      await this._update();
+    } catch {
+      // the error is shown
+    }
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    clearTimeout(this._probeTimer);
+    // Poll.dispose leaves its next tick's timer pending; stopping first clears it.
+    void this._poll.stop();
+    this._poll.dispose();
+    Signal.clearData(this);
+  }
+
+  private _update(): Promise<void> {
+    if (!this._inflight) {
+      this._inflight = this._fetch().finally(() => {
+        this._inflight = null;
+      });
+    }
+    return this._inflight;
+  }
+
+  private async _fetch(): Promise<void> {
+    try {
+      const body = await this._request<unknown>(CLUSTER_ENDPOINT);
+      let parsed: ReturnType<typeof parseOverview>;
+      try {
+        parsed = parseOverview(body);
+      } catch (error) {
+        throw new ApiError('bad_response', CLUSTER_ENDPOINT, (error as Error).message);
+      }
+      if (this._isDisposed) {
+        return;
+      }
+      this._overview = parsed.overview;
+      this._hosts = parsed.hosts;
+      this._offered = this._offered || parsed.overview.status !== 'not_configured';
+      this._error = null;
+      const known = new Set(parsed.hosts.map(h => h.hostname));
+      if (this._chosen !== null) {
+        this._chosen = this._chosen.filter(h => known.has(h));
+      }
+      if (this._visible) {
+        // The first question at start only asks whether there is a cluster.
+        await this._fetchDetails(this.openHosts);
+      }
+      this._emit();
+    } catch (error) {
+      if (this._isDisposed) {
+        return;
+      }
+      this._error = errorText(error);
+      this._emit();
+      throw error; // the poll backs off
+    }
+  }
+
+  /** The details of these hosts, side by side; a failure marks that host only. */
+  private async _fetchDetails(hosts: readonly string[]): Promise<void> {
+    await Promise.all(
+      hosts.map(async host => {
+        try {
+          const detail = await this._request<IClusterHostDetail>(CLUSTER_ENDPOINT, { host });
+          this._details.set(host, { kind: 'ok', detail });
+        } catch (error) {
+          const gone = error instanceof ApiError && error.status === 404;
+          this._details.set(host, {
+            kind: 'error',
+            message: gone ? `Prometheus no longer knows ${host}.` : errorText(error)
+          });
+        }
+      })
+    );
+  }
+
+  private _emit(): void {
+    if (!this._isDisposed) {
+      this._changed.emit();
+    }
+  }
+
+  private _changed = new Signal<this, void>(this);
+  /** The hosts the user opened; null until they open or close one (then the default applies). */
+  private _chosen: string[] | null = null;
+  private _details = new Map<string, HostDetailState>();
+  private _error: string | null = null;
+  private _hosts: IClusterHost[] = [];
+  private _inflight: Promise<void> | null = null;
+  private _isDisposed = false;
+  private _offered = false;
+  private _overview: IClusterOverview | null = null;
+  private _poll: Poll<void, unknown, 'standby'>;
+  private _probeRetryMs: number;
+  private _probeTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+  private _request: RequestFn;
+  private _started = false;
+  private _visible = false;
+}
+
+/** A request failure in words for the view. */
+function errorText(error: unknown): string {
+  if (error instanceof ApiError) {
+    if (error.kind === 'http' && error.status === 404 && error.code === null) {
+      return 'This Jupyter server has no cluster endpoint (update gpu-widgets on the server).';
+    }
+    return `The cluster view could not be updated: ${error.message}`;
+  }
+  return `The cluster view could not be updated: ${error instanceof Error ? error.message : String(error)}`;
+}

@@ -1,0 +1,308 @@
+/**
+ * The sidebar's Cluster view: the "This machine | Cluster" switch, a totals line, and a host
+ * table that fits the panel (sortable, filterable, 100 rows at a time so 500 hosts stay fast);
+ * a click on a host opens its GPUs (clusterHost.tsx). The rows' numbers come from cluster.ts.
+ *
+ * The view records how long each render with data takes (`performance.measure`, name
+ * CLUSTER_RENDER_MEASURE) so the scale benchmark can read it from Chromium.
+ */
+import * as React from 'react';
+
+import {
+  filterHosts,
+  formatMemory,
+  formatPercent,
+  formatPower,
+  formatTemperature,
+  HostFilter,
+  HostSortKey,
+  IClusterHost,
+  problemText,
+  sortHosts,
+  staleText,
+  totalsText
+} from './cluster';
+import { HostDetail } from './clusterHost';
+import { ClusterModel } from './clusterModel';
+import { formatClock } from './format';
+import { IPalette } from './palette';
+
+/** Which view the GPU panel shows. */
+export type PanelView = 'local' | 'cluster';
+
+/** Rows drawn at first, and added by each "Show more". */
+export const HOST_PAGE = 100;
+
+/** From this many hosts on, the table offers the filter box and the busy/free/stale choice. */
+export const HOST_FILTER_FROM = 4;
+
+/** performance.measure names: React's render and commit; and up to the next frame (painted). */
+export const CLUSTER_RENDER_MEASURE = 'gpu-widgets:cluster-render';
+export const CLUSTER_PAINT_MEASURE = 'gpu-widgets:cluster-paint';
+
+/** The switch at the top of the GPU panel (shown when the server has a Prometheus). */
+export function ViewSwitch(props: { view: PanelView; onChange: (view: PanelView) => void }): JSX.Element {
+  const tab = (view: PanelView, label: string): JSX.Element => (
+    <button
+      role="tab"
+      aria-selected={props.view === view}
+      className={`jp-GpuWidgets-viewTab${props.view === view ? ' jp-mod-active' : ''}`}
+      onClick={() => props.onChange(view)}
+    >
+      {label}
+    </button>
+  );
+  return (
+    <div className="jp-GpuWidgets-viewSwitch" role="tablist" aria-label="GPUs of">
+      {tab('local', 'This machine')}
+      {tab('cluster', 'Cluster')}
+    </div>
+  );
+}
+
+const HEAD_MAIN: readonly { key: HostSortKey; label: string; title: string }[] = [
+  { key: 'host', label: 'Host', title: 'Sort by host name' },
+  { key: 'gpus', label: 'GPUs', title: 'Sort by number of GPUs' },
+  { key: 'busy', label: 'Busy', title: 'Sort by busy GPUs (utilization of 10 % or more)' },
+  { key: 'free', label: 'Free', title: 'Sort by free GPUs (utilization and memory under 10 %)' },
+  { key: 'utilization', label: 'Util', title: 'Sort by mean GPU utilization' }
+];
+const HEAD_SUB: readonly { key: HostSortKey; label: string; title: string }[] = [
+  { key: 'utilMax', label: 'max', title: 'Sort by the busiest GPU’s utilization' },
+  { key: 'memory', label: 'mem GiB', title: 'Sort by GPU memory used (GiB used / total)' },
+  { key: 'temperature', label: 'temp', title: 'Sort by the hottest GPU' },
+  { key: 'power', label: 'power', title: 'Sort by power draw' }
+];
+
+export function ClusterView(props: { model: ClusterModel; palette: IPalette }): JSX.Element {
+  const { model, palette } = props;
+  const overview = model.overview;
+  const [sort, setSort] = React.useState<{ key: HostSortKey; descending: boolean }>({ key: 'host', descending: false });
+  const [text, setText] = React.useState('');
+  const [filter, setFilter] = React.useState<HostFilter>('all');
+  const [limit, setLimit] = React.useState(HOST_PAGE);
+  const started = React.useRef(0);
+  started.current = performance.now();
+  const all = model.hosts;
+  const rows = React.useMemo(
+    () => sortHosts(filterHosts(all, text, filter), sort.key, sort.descending),
+    [all, text, filter, sort]
+  );
+  const shown = rows.slice(0, limit);
+  const open = model.openHosts;
+  const toggle = React.useCallback((hostname: string) => model.toggleHost(hostname), [model]);
+  React.useLayoutEffect(() => {
+    // Only renders with hosts count: the benchmark times the table, not the empty states.
+    if (!shown.length) {
+      return;
+    }
+    const start = started.current;
+    const detail = { hosts: all.length, rows: shown.length, queriedAt: overview?.queried_at ?? null };
+    performance.measure(CLUSTER_RENDER_MEASURE, { start, end: performance.now(), detail });
+    requestAnimationFrame(() => {
+      setTimeout(() => performance.measure(CLUSTER_PAINT_MEASURE, { start, end: performance.now(), detail }), 0);
+    });
+  });
+  const clickHeader = (key: HostSortKey): void =>
+    // A second click turns the order round; a numeric column starts with the largest.
+    setSort(s => (s.key === key ? { key, descending: !s.descending } : { key, descending: key !== 'host' }));
+  const problem = overview ? problemText(overview.status, overview.reason, overview.prometheus_url) : null;
+  return (
+    <div className="jp-GpuWidgets-body jp-GpuWidgets-cluster" aria-label="GPU cluster" role="region">
+      <header className="jp-GpuWidgets-header">
+        <h2 className="jp-GpuWidgets-title">GPU Cluster</h2>
+        {overview?.queried_at && (
+          <span className="jp-GpuWidgets-versions" title={overview.prometheus_url ?? undefined}>
+            from Prometheus, {formatClock(overview.queried_at)}
+          </span>
+        )}
+      </header>
+      {!overview && !model.error && <p className="jp-GpuWidgets-muted">Asking Prometheus for the cluster’s GPUs…</p>}
+      {(problem || model.error) && (
+        <div className="jp-GpuWidgets-message jp-mod-error" role="alert" aria-label="The cluster cannot be shown">
+          <h3 className="jp-GpuWidgets-messageTitle">
+            {problem ? 'Prometheus is not answering' : 'The cluster view could not be updated'}
+          </h3>
+          <div className="jp-GpuWidgets-messageBody">
+            <p className="jp-GpuWidgets-reason">{model.error ?? problem}</p>
+            <p>
+              “This machine” still shows this server’s GPUs. Retrying every few seconds.{' '}
+              <button className="jp-GpuWidgets-button" onClick={() => void model.refresh()}>
+                Retry now
+              </button>
+            </p>
+          </div>
+        </div>
+      )}
+      {overview && (all.length > 0 || overview.status === 'ok') && (
+        <p className="jp-GpuWidgets-clusterTotals" role="status" aria-label="Cluster totals">
+          {totalsText(overview.totals)}
+        </p>
+      )}
+      {overview?.status === 'ok' && !all.length && (
+        <p className="jp-GpuWidgets-muted">Prometheus has no GPU metrics (DCGM_FI_DEV_*) from any host yet.</p>
+      )}
+      {all.length > 0 && (
+        <section className="jp-GpuWidgets-hosts" aria-label="Hosts">
+          {all.length >= HOST_FILTER_FROM && (
+            <div className="jp-GpuWidgets-overviewTools">
+              <input
+                className="jp-GpuWidgets-filter"
+                type="search"
+                value={text}
+                placeholder="Filter: host name"
+                aria-label="Filter hosts by name"
+                onChange={e => {
+                  setText(e.target.value);
+                  setLimit(HOST_PAGE);
+                }}
+              />
+              <select
+                className="jp-GpuWidgets-activity"
+                value={filter}
+                aria-label="Show busy, free or stale hosts"
+                onChange={e => {
+                  setFilter(e.target.value as HostFilter);
+                  setLimit(HOST_PAGE);
+                }}
+              >
+                <option value="all">All</option>
+                <option value="busy">With busy GPUs</option>
+                <option value="free">With free GPUs</option>
+                <option value="stale">Stale</option>
+              </select>
+            </div>
+          )}
+          <div className="jp-GpuWidgets-hostGrid" role="grid" aria-label="Hosts" aria-rowcount={rows.length + 1}>
+            <div className="jp-GpuWidgets-hostHead" role="row">
+              {HEAD_MAIN.map(c => (
+                <SortHeader key={c.key} column={c} sort={sort} onClick={clickHeader} />
+              ))}
+              <span className="jp-GpuWidgets-hostHeadSub">
+                <span />
+                {HEAD_SUB.map(c => (
+                  <SortHeader key={c.key} column={c} sort={sort} onClick={clickHeader} />
+                ))}
+              </span>
+            </div>
+            <div className="jp-GpuWidgets-hostRows" role="rowgroup">
+              {shown.map(host => (
+                <React.Fragment key={host.hostname}>
+                  <HostRow host={host} open={open.includes(host.hostname)} onToggle={toggle} />
+                  {open.includes(host.hostname) && (
+                    <div role="row" className="jp-GpuWidgets-hostDetailRow">
+                      <div role="gridcell">
+                        <HostDetail
+                          hostname={host.hostname}
+                          state={model.detail(host.hostname)}
+                          endS={overview?.queried_at ?? null}
+                          palette={palette}
+                        />
+                      </div>
+                    </div>
+                  )}
+                </React.Fragment>
+              ))}
+            </div>
+          </div>
+          {!rows.length && <p className="jp-GpuWidgets-muted">No host matches the filter.</p>}
+          {rows.length > shown.length && (
+            <button className="jp-GpuWidgets-button jp-GpuWidgets-showMore" onClick={() => setLimit(limit + HOST_PAGE)}>
+              Show {Math.min(HOST_PAGE, rows.length - shown.length)} more ({rows.length - shown.length} not shown)
+            </button>
+          )}
+        </section>
+      )}
+    </div>
+  );
+}
+
+function SortHeader(props: {
+  column: { key: HostSortKey; label: string; title: string };
+  sort: { key: HostSortKey; descending: boolean };
+  onClick: (key: HostSortKey) => void;
+}): JSX.Element {
+  const { column, sort } = props;
+  const active = sort.key === column.key;
+  return (
+    <span
+      role="columnheader"
+      className={`jp-GpuWidgets-h-${column.key}`}
+      aria-sort={active ? (sort.descending ? 'descending' : 'ascending') : 'none'}
+    >
+      <button className="jp-GpuWidgets-sortButton" title={column.title} onClick={() => props.onClick(column.key)}>
+        {column.label}
+        <span className="jp-GpuWidgets-sortMark" aria-hidden="true">
+          {active ? (sort.descending ? '▾' : '▴') : ''}
+        </span>
+      </button>
+    </span>
+  );
+}
+
+/** One host: name, GPU counts and mean utilization; below, the max, memory, heat and power. */
+const HostRow = React.memo(function HostRow(props: {
+  host: IClusterHost;
+  open: boolean;
+  onToggle: (hostname: string) => void;
+}): JSX.Element {
+  const { host, open } = props;
+  const onToggle = (): void => props.onToggle(host.hostname);
+  const count = (n: number | null): string => (n === null || host.stale ? '—' : String(n));
+  const fill = host.stale || host.utilMean === null ? null : Math.min(1, Math.max(0, host.utilMean / 100));
+  const classes = ['jp-GpuWidgets-hostRow', open ? 'jp-mod-open' : '', host.stale ? 'jp-mod-stale' : '', host.current ? 'jp-mod-current' : ''];
+  return (
+    <div
+      role="row"
+      tabIndex={0}
+      aria-label={host.hostname}
+      aria-expanded={open}
+      data-host={host.hostname}
+      data-stale={host.stale}
+      className={classes.filter(Boolean).join(' ')}
+      title={`${open ? 'Hide' : 'Show'} the GPUs of ${host.hostname}`}
+      onClick={onToggle}
+      onKeyDown={e => {
+        if (e.key === 'Enter' || e.key === ' ') {
+          e.preventDefault();
+          onToggle();
+        }
+      }}
+    >
+      <span role="rowheader" className="jp-GpuWidgets-h-host" title={host.hostname}>
+        {host.hostname}
+      </span>
+      <span role="gridcell" className="jp-GpuWidgets-h-gpus">
+        {host.gpuCount ?? '—'}
+      </span>
+      <span role="gridcell" className="jp-GpuWidgets-h-busy">
+        {count(host.busyGpus)}
+      </span>
+      <span role="gridcell" className="jp-GpuWidgets-h-free">
+        {count(host.freeGpus)}
+      </span>
+      <span role="gridcell" className="jp-GpuWidgets-h-utilization" title="Mean GPU utilization">
+        {host.stale ? '—' : formatPercent(host.utilMean)}
+        {fill !== null && <span className="jp-GpuWidgets-ovBar" style={{ width: `${Math.round(fill * 100)}%` }} aria-hidden="true" />}
+      </span>
+      <span role="gridcell" className="jp-GpuWidgets-hostSub">
+        {/* On the second line: the host's name keeps the whole first one. */}
+        <span className="jp-GpuWidgets-hostMark">
+          {host.current && <span className="jp-GpuWidgets-thisServer">this server</span>}
+        </span>
+        {host.stale ? (
+          <span className="jp-GpuWidgets-staleNote" title="Prometheus has no recent sample from this host">
+            {staleText(host.ageS)}
+          </span>
+        ) : (
+          <>
+            <span title="The busiest GPU's utilization">{formatPercent(host.utilMax)}</span>
+            <span title="GPU memory used / total (GiB)">{formatMemory(host.memUsedGiB, host.memTotalGiB, false)}</span>
+            <span title="The hottest GPU">{formatTemperature(host.tempMaxC)}</span>
+            <span title="Power draw of all GPUs">{formatPower(host.powerW)}</span>
+          </>
+        )}
+      </span>
+    </div>
+  );
+});

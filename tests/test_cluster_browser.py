@@ -1,0 +1,188 @@
+"""The sidebar's Cluster view in a real JupyterLab (auth on), read from Debian's real Prometheus.
+
+Two ``jupyter lab`` servers with simulated GPUs are two hosts, node-a (2 GPUs) and node-b (3 GPUs);
+Prometheus scrapes each one's ``/gpu-widgets/metrics`` every second with its token, and node-a's
+``c.GpuWidgets.prometheus_url`` points at it. One page of node-a in a 1366x768 window, for all checks
+in order: the "This machine | Cluster" switch; both hosts with their GPU counts and node-a marked as
+this server; every host open at a glance (two hosts) with a line and a sparkline per GPU; a click
+closes and reopens a host; nothing overflows the panel and text reads against its background in
+light and dark; node-b stopped -> greyed "no data for N s"; Prometheus stopped -> the reason in
+words while "This machine" still shows node-a's GPUs.
+
+Screenshots go to build/screenshots/ (ignored by git).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup, switch_theme  # noqa: F401 (fixtures)
+from .lab_server import LabServer
+from .prometheus_fixture import Prometheus, gpu_host, jupyter_scrape_config, require_prometheus
+from .test_sidebar_overview_browser import LOW_CONTRAST_JS
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
+
+ROOT = Path(__file__).resolve().parent.parent
+SCREENSHOTS = ROOT / "build" / "screenshots"
+SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]'
+GPUS = {"node-a": 2, "node-b": 3}
+SCRAPE_S = 1.0
+# Deadlines with wide margins (a loaded 2-core machine): the view refreshes every 5 s, the server
+# asks Prometheus every second, a stopped host is stale within two scrape intervals.
+DEADLINE_MS = 45_000
+
+# Elements of the Cluster view that leave the panel sideways, or whose text is cut (ellipsis).
+OVERFLOW_JS = """panel => {
+  const r = panel.getBoundingClientRect();
+  const out = [];
+  for (const el of panel.querySelectorAll('*')) {
+    const e = el.getBoundingClientRect();
+    if (!e.width || !e.height || el.closest('[hidden], .jp-GpuWidgets-tooltip')) continue;
+    if (e.left < r.left - 1 || e.right > r.right + 1) out.push(`${el.className || el.tagName} leaves the panel`);
+    const text = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (text && el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).display !== 'inline') {
+      out.push(`${el.className || el.tagName} "${el.textContent.trim().slice(0, 30)}" is cut`);
+    }
+  }
+  return out;
+}"""
+
+
+class Cluster:
+    def __init__(self) -> None:
+        require_prometheus()
+        self.prom = Prometheus()
+        self.a = gpu_host("node-a", gpus=GPUS["node-a"], seed=1, prometheus_url=self.prom.url)
+        self.b = gpu_host("node-b", gpus=GPUS["node-b"], seed=2, prometheus_url=self.prom.url)
+        for name, server in (("node-a", self.a), ("node-b", self.b)):
+            self.prom.add(jupyter_scrape_config(name, server, SCRAPE_S))
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    c = Cluster()
+    try:
+        c.a.start()
+        c.b.start()
+        c.prom.start()
+        c.prom.wait_for_series('DCGM_FI_DEV_GPU_UTIL{Hostname=~"node-a|node-b"}', count=sum(GPUS.values()))
+        yield c
+    finally:
+        c.prom.__exit__(None, None, None)
+        c.a.stop()
+        c.b.stop()
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, cluster: Cluster) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1366, "height": 768})
+    try:
+        p = context.new_page()
+        p.goto(cluster.a.lab_url(), timeout=60_000)
+        p.locator(SIDEBAR_TAB).click(timeout=60_000)
+        yield p
+    finally:
+        context.close()
+
+
+def panel(page: Any) -> Any:
+    return page.get_by_role("region", name="GPU Dashboard", exact=True)
+
+
+def host_rows(page: Any) -> Any:
+    return panel(page).get_by_role("grid", name="Hosts").locator(".jp-GpuWidgets-hostRow")
+
+
+def host(page: Any, name: str) -> Any:
+    return panel(page).get_by_role("row", name=name, exact=True)
+
+
+def shoot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+def test_the_switch_opens_the_cluster_view_with_both_hosts(page: Any) -> None:
+    tabs = panel(page).get_by_role("tablist", name="GPUs of")
+    expect(tabs.get_by_role("tab", name="This machine")).to_have_attribute("aria-selected", "true", timeout=60_000)
+    tabs.get_by_role("tab", name="Cluster").click()
+    expect(tabs.get_by_role("tab", name="Cluster")).to_have_attribute("aria-selected", "true")
+    expect(host_rows(page)).to_have_count(2, timeout=DEADLINE_MS)
+    assert host_rows(page).evaluate_all("rs => rs.map(r => r.dataset.host)") == ["node-a", "node-b"]
+    for name, gpus in GPUS.items():
+        expect(host(page, name).locator(".jp-GpuWidgets-h-gpus")).to_have_text(str(gpus))
+        expect(host(page, name).locator(".jp-GpuWidgets-h-utilization")).to_have_text(re.compile(r"^\d+ %$"))
+    expect(host(page, "node-a").locator(".jp-GpuWidgets-thisServer")).to_have_text("this server")
+    expect(host(page, "node-b").locator(".jp-GpuWidgets-thisServer")).to_have_count(0)
+    expect(panel(page).get_by_role("status", name="Cluster totals")).to_have_text(
+        re.compile(r"^2 hosts · 5 GPUs · \d+ busy · \d+ free$"))
+
+
+def test_two_hosts_are_open_at_a_glance_with_a_line_and_a_sparkline_per_gpu(page: Any) -> None:
+    for name, gpus in GPUS.items():
+        expect(host(page, name)).to_have_attribute("aria-expanded", "true")
+        detail = panel(page).get_by_role("region", name=f"GPUs of {name}")
+        lines = detail.get_by_role("listitem")
+        expect(lines).to_have_count(gpus, timeout=DEADLINE_MS)
+        for i in range(gpus):
+            line = detail.get_by_role("listitem", name=f"GPU {i} of {name}")
+            expect(line).to_contain_text(re.compile(r"\d+ %.*GiB.*°C.*W"))
+            expect(line).to_contain_text("H100")  # the simulated GPUs' model, as Prometheus labels it
+    # History builds up at Prometheus's step: a sparkline shows once two points exist.
+    expect(panel(page).get_by_role("img", name=re.compile(r"^GPU 0 utilization")).first).to_be_attached(timeout=DEADLINE_MS)
+    # A click closes a host, another opens it again.
+    host(page, "node-b").click()
+    expect(host(page, "node-b")).to_have_attribute("aria-expanded", "false")
+    expect(panel(page).get_by_role("region", name="GPUs of node-b")).to_have_count(0)
+    host(page, "node-b").click()
+    expect(panel(page).get_by_role("region", name="GPUs of node-b").get_by_role("listitem")).to_have_count(GPUS["node-b"])
+
+
+def test_nothing_overflows_and_text_reads_in_light_and_dark(page: Any) -> None:
+    page.mouse.move(0, 0)
+    view = panel(page)
+    shoot(page, "cluster-2hosts-light")
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        switch_theme(page, theme)
+        expect(view.get_by_role("region", name="GPU cluster")).to_be_visible()
+        out = view.evaluate(OVERFLOW_JS)
+        assert out == [], f"{theme}:\n" + "\n".join(out)
+        low = view.evaluate(LOW_CONTRAST_JS, 4.5)
+        assert low == [], f"{theme}:\n" + "\n".join(low)
+    shoot(page, "cluster-2hosts-dark")
+    switch_theme(page, "JupyterLab Light")
+
+
+def test_a_stopped_host_is_greyed_with_how_long_it_has_been_silent(page: Any, cluster: Cluster) -> None:
+    cluster.b.stop()
+    stale = host(page, "node-b")
+    expect(stale).to_have_attribute("data-stale", "true", timeout=DEADLINE_MS)
+    expect(stale).to_have_class(re.compile(r"\bjp-mod-stale\b"))
+    expect(stale.locator(".jp-GpuWidgets-staleNote")).to_have_text(re.compile(r"^no data for \d+ (s|min)$"))
+    expect(stale.locator(".jp-GpuWidgets-h-gpus")).to_have_text(str(GPUS["node-b"]))
+    expect(host(page, "node-a")).to_have_attribute("data-stale", "false")
+    expect(panel(page).get_by_role("status", name="Cluster totals")).to_contain_text("1 stale")
+    # Greyed: the stale row's text is lighter than a live row's.
+    colours = [host(page, n).evaluate("r => getComputedStyle(r).color") for n in ("node-a", "node-b")]
+    assert colours[0] != colours[1], colours
+    shoot(page, "cluster-stale-host")
+
+
+def test_prometheus_stopped_is_said_in_words_and_this_machine_keeps_working(page: Any, cluster: Cluster) -> None:
+    cluster.prom.stop()
+    alert = panel(page).get_by_role("alert", name="The cluster cannot be shown")
+    expect(alert).to_contain_text(re.compile(rf"Prometheus at {re.escape(cluster.prom.url)} cannot be reached"),
+                                  timeout=DEADLINE_MS)
+    shoot(page, "cluster-prometheus-down")
+    panel(page).get_by_role("tab", name="This machine").click()
+    cards = panel(page).get_by_role("region", name=re.compile(r"^GPU \d+: "))
+    expect(cards).to_have_count(GPUS["node-a"], timeout=DEADLINE_MS)
+    expect(panel(page).get_by_role("alert")).to_have_count(0)
