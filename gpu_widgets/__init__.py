@@ -8,13 +8,15 @@ from typing import Any
 
 from ._version import __version__
 
-__all__ = ["GpuDashboard", "RunFileError", "TrainingMonitor", "__version__"]
+__all__ = ["GpuDashboard", "PickGpusError", "RunFileError", "TrainingMonitor", "__version__", "pick_gpus"]
 
 # name -> module that defines it, imported lazily by __getattr__
 _LAZY = {
     "TrainingMonitor": "gpu_widgets.widgets.monitor",
     "GpuDashboard": "gpu_widgets.widgets.dashboard",
     "RunFileError": "gpu_widgets.runs.run_files",  # what load() raises for a damaged file
+    "pick_gpus": "gpu_widgets.pick",
+    "PickGpusError": "gpu_widgets.pick",  # what pick_gpus() raises when it cannot choose
 }
 
 

@@ -97,10 +97,11 @@ def start_gpu_host(hostname: str, **kwargs: Any) -> LabServer:
 class Prometheus:
     """Debian's prometheus on 127.0.0.1, scraping ``scrape_configs``; a context manager."""
 
-    def __init__(self, scrape_configs: Iterable[Mapping[str, Any]] = (), startup_timeout_s: float = 60) -> None:
+    def __init__(self, scrape_configs: Iterable[Mapping[str, Any]] = (), startup_timeout_s: float = 60,
+                 port: int | None = None) -> None:
         self.scrape_configs = [dict(c) for c in scrape_configs]
         self.workdir = Path(tempfile.mkdtemp(prefix="gw-prom-"))
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = self.workdir / "prometheus.log"
         self.startup_timeout_s = startup_timeout_s

@@ -9,6 +9,7 @@ tiny HTTP server (refused, not Prometheus, too slow).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -19,14 +20,14 @@ from typing import Any
 
 import pytest
 from tornado.httpclient import HTTPClientError
-from traitlets import TraitError
 
 from gpu_widgets.cluster import promql
 from gpu_widgets.server.app import GpuWidgets
 
 from .api_schema import validate_response
 from .lab_server import LabServer, free_port
-from .prometheus_fixture import Prometheus, gpu_host, jupyter_scrape_config, require_prometheus
+from .prometheus_fixture import (Prometheus, SyntheticTarget, gpu_host, jupyter_scrape_config, require_prometheus,
+                                 static_scrape_config, synthetic_hostname)
 
 DCGM_NAMES = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
               "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
@@ -127,7 +128,8 @@ def test_overview_lists_both_hosts_and_which_is_current(cluster: Cluster) -> Non
         assert row["busy_gpus"] + row["free_gpus"] <= row["gpu_count"]
         assert row["memory_total_gib"] == pytest.approx(80 * GPUS[host], abs=0.1)
         assert 0 <= row["utilization_mean_percent"] <= row["utilization_max_percent"] <= 100
-    assert body["totals"] == {"hosts": 2, "gpus": 5, "stale_hosts": 0,
+        assert row["simulated"] is True  # both servers' exports say gpu_widgets_info{simulated="true"}
+    assert body["totals"] == {"hosts": 2, "gpus": 5, "stale_hosts": 0, "simulated_hosts": 2,
                               "busy_gpus": sum(r["busy_gpus"] for r in rows.values()),
                               "free_gpus": sum(r["free_gpus"] for r in rows.values())}
 
@@ -149,7 +151,7 @@ def test_host_detail_has_the_values_the_simulated_gpus_produced(cluster: Cluster
     body = cluster.a.api("cluster", host=host)
     validate_response("/cluster", body)
     assert body["status"] == "ok" and body["hostname"] == host and body["current"] is (host == "node-a")
-    assert body["stale"] is False and body["history_step_s"] == 15.0
+    assert body["stale"] is False and body["history_step_s"] == 15.0 and body["simulated"] is True
     devices = {d["uuid"]: d for d in server.api("devices")["devices"]}
     assert [g["uuid"] for g in body["gpus"]] == [d["uuid"] for d in sorted(devices.values(), key=lambda d: d["index"])]
     scraped_at = time.time() - body["age_s"]  # Prometheus's sample time (same clock here)
@@ -184,12 +186,13 @@ def test_a_stopped_host_turns_stale_within_two_scrape_intervals(cluster: Cluster
     assert time.monotonic() - stopped <= STALE_DEADLINE_S
     rows = cluster.rows(body)
     assert rows["node-a"]["stale"] is False and rows["node-b"]["gpu_count"] == GPUS["node-b"]
+    assert rows["node-b"]["simulated"] is True  # its last gpu_widgets_info still says so
     assert rows["node-b"]["utilization_mean_percent"] is None  # no current readings: not made up
     assert rows["node-b"]["age_s"] is not None and 0 < rows["node-b"]["age_s"] <= 60, (body, cluster.a.log_tail())  # dated by the second query
     assert body["totals"]["stale_hosts"] == 1 and body["totals"]["hosts"] == 2
     assert body["totals"]["busy_gpus"] + body["totals"]["free_gpus"] <= GPUS["node-a"]  # stale GPUs not counted
     detail = _wait(lambda: cluster.a.api("cluster", host="node-b"), lambda d: d["stale"])
-    assert detail["stale"] is True and len(detail["gpus"]) == GPUS["node-b"]
+    assert detail["stale"] is True and len(detail["gpus"]) == GPUS["node-b"] and detail["simulated"] is True
 
 
 def test_prometheus_stopped_is_a_clear_error_while_the_local_sidebar_keeps_working(cluster: Cluster) -> None:
@@ -200,7 +203,7 @@ def test_prometheus_stopped_is_a_clear_error_while_the_local_sidebar_keeps_worki
     assert body["status"] == "unreachable" and body["hosts"] == []
     assert cluster.prom.url in body["reason"] and "cannot be reached" in body["reason"]
     detail = _wait(lambda: cluster.a.api("cluster", host="node-a"), lambda d: d["status"] != "ok")
-    assert detail["status"] == "unreachable" and detail["gpus"] == []
+    assert detail["status"] == "unreachable" and detail["gpus"] == [] and detail["simulated"] is None
     # and this server's own GPUs are still served, fresh
     latest = cluster.a.api("samples/latest")
     assert latest["status"] == "ok" and len(latest["devices"]) == GPUS["node-a"]
@@ -307,19 +310,72 @@ async def test_prometheus_failures_are_named_without_credentials(jp_fetch: Any, 
         assert "Bearer t0k" in FAKE.seen_auth
 
 
-@pytest.mark.parametrize(("settings", "words"), [
-    ({"prometheus_url": "ftp://prom:9090"}, "must start with http:// or https://"),
-    ({"prometheus_url": "http://:9090"}, "has no host name"),
-    ({"prometheus_url": "http://prom:9090/?x=1"}, "must not have a query"),
-    ({"cluster_refresh_s": 0.1}, "cluster_refresh_s must be at least 1"),
-    ({"prometheus_timeout_s": 0}, "prometheus_timeout_s must be within"),
-])
+BAD_SETTINGS = [
+    ({"prometheus_url": "ftp://alice:s3cret@prom:9090"},
+     "GpuWidgets.prometheus_url must start with http:// or https://"),
+    ({"prometheus_url": "http://:9090"}, "GpuWidgets.prometheus_url has no host name"),
+    ({"prometheus_url": "http://prom:9090/?x=1"}, "GpuWidgets.prometheus_url must not have a query"),
+    ({"prometheus_url": "http://[::1:9090"}, "GpuWidgets.prometheus_url is not a URL"),
+    ({"prometheus_url": "http://alice:s3 cret@prom:9090"}, "GpuWidgets.prometheus_url must not contain spaces"),
+    ({"cluster_refresh_s": 0.1}, "GpuWidgets.cluster_refresh_s must be at least 1"),
+    ({"prometheus_timeout_s": 0}, "GpuWidgets.prometheus_timeout_s must be within"),
+    ({"prometheus_url": "http://prom:9090", "prometheus_token": "t", "prometheus_username": "u"},
+     "choose bearer token or basic auth"),
+    ({"prometheus_url": "http://prom:9090", "prometheus_password": "p"}, "prometheus_password is set without"),
+]
+
+
+@pytest.mark.parametrize(("settings", "words"), BAD_SETTINGS)
 def test_bad_cluster_settings_say_what_is_wrong(settings: dict, words: str) -> None:
-    with pytest.raises((TraitError, ValueError), match=words):
-        GpuWidgets(**settings)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        GpuWidgets(**settings).cluster_config()
 
 
-def test_two_kinds_of_prometheus_credentials_are_refused() -> None:
-    app = GpuWidgets(prometheus_url="http://prom:9090", prometheus_token="t", prometheus_username="u")
-    with pytest.raises(ValueError, match="choose bearer token or basic auth"):
-        app.cluster_config()
+@pytest.mark.parametrize(("gw_config", "words"), [({"backend": "simulated", **settings}, words)
+                                                  for settings, words in (BAD_SETTINGS[i] for i in (0, 4, 6, 7))])
+async def test_a_bad_cluster_setting_leaves_the_local_sidebar_working(capfd: pytest.CaptureFixture[str],
+                                                                      jp_fetch: Any, words: str) -> None:
+    # Given a server started with a bad cluster setting (the extension loaded: the request is served)
+    # when the Cluster view asks, then it answers an error that names the setting, never the password
+    body = await _get(jp_fetch)
+    assert body["status"] == "error" and body["hosts"] == [] and body["prometheus_url"] is None
+    assert words in body["reason"] and "restarted" in body["reason"] and "s3cret" not in json.dumps(body)
+    detail = await _get(jp_fetch, host="node-a")
+    assert detail["status"] == "error" and detail["reason"] == body["reason"] and detail["gpus"] == []
+    # and this server's own GPUs are served as usual
+    latest = json.loads((await jp_fetch("gpu-widgets", "api", "v1", "samples", "latest")).body)
+    assert latest["backend"] == "simulated" and latest["status"] in ("ok", "starting")
+    # and the server's log said it once, at start (not once per request); capfd is set up before the
+    # server, so it holds the whole log (the app's logger writes to stderr and does not propagate)
+    logged = [line for line in capfd.readouterr().err.splitlines() if "gpu-widgets cluster view" in line]
+    assert len(logged) == 1 and logged[0].startswith("[E ") and words in logged[0], logged
+    assert "s3cret" not in logged[0]
+
+
+# -- NVIDIA's dcgm-exporter: DCGM names, no gpu_widgets_info ---------------------------------------
+DCGM_ONLY_PORT = free_port()
+
+
+@pytest.fixture
+def dcgm_only_prometheus() -> Iterator[Prometheus]:
+    """A real Prometheus on DCGM_ONLY_PORT scraping a synthetic dcgm-exporter of one host, 2 GPUs."""
+    require_prometheus()
+    with SyntheticTarget(hosts=1, gpus=2) as target:
+        with Prometheus([static_scrape_config("dcgm", target.port, SCRAPE_S)], port=DCGM_ONLY_PORT) as prom:
+            prom.wait_for_series("DCGM_FI_DEV_GPU_UTIL", count=2)
+            yield prom
+
+
+@pytest.mark.parametrize("gw_config", [{"backend": "simulated", "prometheus_url": f"http://127.0.0.1:{DCGM_ONLY_PORT}",
+                                        "cluster_refresh_s": 1}])
+async def test_a_host_without_gpu_widgets_info_is_not_simulated(dcgm_only_prometheus: Prometheus,
+                                                                jp_fetch: Any) -> None:
+    assert dcgm_only_prometheus.query("gpu_widgets_info") == []  # the exporter has no such series
+    body = await _get(jp_fetch)
+    rows = {row[0]: dict(zip(body["host_columns"], row)) for row in body["hosts"]}
+    host = synthetic_hostname(0)
+    assert body["status"] == "ok" and list(rows) == [host] and rows[host]["gpu_count"] == 2
+    assert rows[host]["simulated"] is False and body["totals"]["simulated_hosts"] == 0
+    detail = await _get(jp_fetch, host=host)
+    assert detail["status"] == "ok" and len(detail["gpus"]) == 2 and detail["simulated"] is False
+    assert {g["model"] for g in detail["gpus"]} == {"NVIDIA H100 80GB HBM3"}

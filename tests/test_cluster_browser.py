@@ -3,11 +3,11 @@
 Two ``jupyter lab`` servers with simulated GPUs are two hosts, node-a (2 GPUs) and node-b (3 GPUs);
 Prometheus scrapes each one's ``/gpu-widgets/metrics`` every second with its token, and node-a's
 ``c.GpuWidgets.prometheus_url`` points at it. One page of node-a in a 1366x768 window, for all checks
-in order: the "This machine | Cluster" switch; both hosts with their GPU counts and node-a marked as
-this server; every host open at a glance (two hosts) with a line and a sparkline per GPU; a click
-closes and reopens a host; nothing overflows the panel and text reads against its background in
-light and dark; node-b stopped -> greyed "no data for N s"; Prometheus stopped -> the reason in
-words while "This machine" still shows node-a's GPUs.
+in order: the "This machine | Cluster" switch; both hosts with their GPU counts, node-a marked as
+this server and both marked SIMULATED; every host open at a glance (two hosts) with a line and a
+sparkline per GPU; a click closes and reopens a host; nothing overflows the panel and text reads
+against its background in light and dark; node-b stopped -> greyed "no data for N s"; Prometheus
+stopped -> the reason in words while "This machine" still shows node-a's GPUs.
 
 Screenshots go to build/screenshots/ (ignored by git).
 """
@@ -122,8 +122,14 @@ def test_the_switch_opens_the_cluster_view_with_both_hosts(page: Any) -> None:
         expect(host(page, name).locator(".jp-GpuWidgets-h-utilization")).to_have_text(re.compile(r"^\d+ %$"))
     expect(host(page, "node-a").locator(".jp-GpuWidgets-thisServer")).to_have_text("this server")
     expect(host(page, "node-b").locator(".jp-GpuWidgets-thisServer")).to_have_count(0)
+    # Both hosts' GPUs are simulated: said on each row, as the local sidebar says it, and in the totals
+    for name in GPUS:
+        badge = host(page, name).locator(".jp-GpuWidgets-badge")
+        expect(badge).to_have_text("SIMULATED")
+        expect(badge).to_be_visible()
+        assert "made-up readings" in (badge.get_attribute("title") or "")
     expect(panel(page).get_by_role("status", name="Cluster totals")).to_have_text(
-        re.compile(r"^2 hosts · 5 GPUs · \d+ busy · \d+ free$"))
+        re.compile(r"^2 hosts · 5 GPUs · \d+ busy · \d+ free · 2 simulated$"))
 
 
 def test_two_hosts_are_open_at_a_glance_with_a_line_and_a_sparkline_per_gpu(page: Any) -> None:
@@ -135,7 +141,7 @@ def test_two_hosts_are_open_at_a_glance_with_a_line_and_a_sparkline_per_gpu(page
         for i in range(gpus):
             line = detail.get_by_role("listitem", name=f"GPU {i} of {name}")
             expect(line).to_contain_text(re.compile(r"\d+ %.*GiB.*°C.*W"))
-            expect(line).to_contain_text("H100")  # the simulated GPUs' model, as Prometheus labels it
+            expect(line).to_contain_text("Simulated H100")  # the model, as Prometheus labels it, marked simulated
     # History builds up at Prometheus's step: a sparkline shows once two points exist.
     expect(panel(page).get_by_role("img", name=re.compile(r"^GPU 0 utilization")).first).to_be_attached(timeout=DEADLINE_MS)
     # A click closes a host, another opens it again.

@@ -43,6 +43,10 @@ def test_a_day_at_1_hz_stays_within_the_configured_history():
     out = subprocess.run([sys.executable, "-c", FAST_FORWARD], capture_output=True, text=True, check=True, timeout=300)
     r = json.loads(out.stdout)
     assert r["samples"] == r["capacity"] == 3601 + 10  # the hour, and 10 s of margin for readers
-    assert r["bytes_held"] < 5 * MIB  # 8 GPUs x 20 columns x 3601 doubles, allocated once
+    # 8 GPUs x 22 columns x 3611 doubles + the timestamps, allocated once: 4.88 MiB. The four GPM
+    # series (issue 15: SM active, occupancy, tensor, DRAM) added 0.88 MiB to the 3.99 MiB before;
+    # still under the 5 MiB stated, so the bound stays (a 23rd column would pass it: decide then).
+    assert r["bytes_held"] == r["capacity"] * 8 * (1 + 8 * 22), r
+    assert r["bytes_held"] < 5 * MIB
     assert r["rss_24h"] - r["rss_1h"] < GROWTH_BOUND_MIB * MIB, r
     assert r["rss_24h"] < RSS_BOUND_MIB * MIB, r

@@ -706,7 +706,8 @@ def test_gpu_charts_come_from_the_catalogue_and_follow_a_new_metric(monkeypatch,
 
     mon = make(run_log=False)
     assert mon.gpu_chart_titles == tuple(m.title for m in catalogue.shown_in(catalogue.MONITOR)) == (
-        "GPU busy (%)", "GPU memory (GiB)", "GPU temperature (°C)", "GPU power (W)")
+        "GPU busy (%)", "SM active (%)", "Tensor active (%)", "GPU memory (GiB)", "GPU temperature (°C)",
+        "GPU power (W)")
     fan = catalogue.Metric("fan_test", "fan_percent", "GPU fan", "%", "Fan speed.", y_max=100.0,
                            views=frozenset({catalogue.MONITOR}))
     monkeypatch.setattr(catalogue, "METRICS", (*catalogue.METRICS, fan))

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gpu_widgets.metrics.catalogue import metric
+from gpu_widgets.metrics.catalogue import SIDEBAR, metric, shown_in
 
 from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
 from .lab_server import LabServer
@@ -257,7 +257,7 @@ def test_the_settings_editor_offers_labelled_metric_checkboxes(page: Any, lab: L
         return value
 
     # Saved as the same list of ids as before (no migration), in the catalogue's order.
-    assert wait_saved(True).get("metrics") == ["utilization", "memory", "memory_controller", "temperature"]
+    assert wait_saved(True).get("metrics") == [m.id for m in shown_in(SIDEBAR) if m.id != "power"]
     shoot(page, "settings-editor-metrics")
     every.check()
     assert "metrics" not in wait_saved(False)  # unset again: every metric, new ones too

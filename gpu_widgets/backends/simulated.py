@@ -195,7 +195,9 @@ class SimulatedBackend(Backend):
     def device_info(self) -> list[DeviceDict]:
         out = []
         for gpu in range(self.n_gpus):
-            info = {"index": gpu, "uuid": self._uuid(gpu), **SPEC, "status": OK}
+            # A made-up bus per GPU, stable across runs like the UUIDs: 0x18, 0x2A, 0x3C, ...
+            bus = f"00000000:{(0x18 + 0x12 * gpu) & 0xFF:02X}:00.0"
+            info = {"index": gpu, "uuid": self._uuid(gpu), **SPEC, "pci_bus_id": bus, "status": OK}
             info["memory_bandwidth_bytes_per_s"] = 2.0 * SPEC["max_memory_clock_mhz"] * 1e6 * SPEC["memory_bus_width_bits"] / 8
             info["unavailable"] = {}
             out.append(info)

@@ -91,7 +91,7 @@ def build(host: str, result: list[Mapping[str, Any]], intervals: Mapping[tuple[s
         return None
     stale, age = freshness(host_stats, host_interval(host_stats, intervals))
     return {"hostname": host, "current": host == current_host, "stale": stale, "age_s": r1(age),
-            "gpus_by_key": gpus}
+            "simulated": bool(host_stats.get("simulated")), "gpus_by_key": gpus}
 
 
 def finish(answer: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from .promql import HOST, STAT
 
 HOST_COLUMNS = ("hostname", "current", "stale", "age_s", "gpu_count", "busy_gpus", "free_gpus",
                 "utilization_mean_percent", "utilization_max_percent", "memory_used_gib",
-                "memory_total_gib", "temperature_max_c", "power_w")
+                "memory_total_gib", "temperature_max_c", "power_w", "simulated")
 STALE_AFTER_INTERVALS = 2
 MIB_PER_GIB = 1024
 
@@ -94,7 +94,7 @@ def build(result: Iterable[Mapping[str, Any]], intervals: Mapping[tuple[str, str
           current_host: str) -> dict[str, Any]:
     evaluated, stats = split(result)
     rows, per_host = [], []
-    totals = {"hosts": 0, "gpus": 0, "stale_hosts": 0, "busy_gpus": 0, "free_gpus": 0}
+    totals = {"hosts": 0, "gpus": 0, "stale_hosts": 0, "busy_gpus": 0, "free_gpus": 0, "simulated_hosts": 0}
     for host in sorted(stats):
         s = stats[host]
         if s.get("gpus") is None:
@@ -104,11 +104,14 @@ def build(result: Iterable[Mapping[str, Any]], intervals: Mapping[tuple[str, str
         stale, age = freshness(s, interval)
         gpus, busy, free = _count(s.get("gpus")), _count(s.get("busy")), _count(s.get("free"))
         used, total = s.get("mem_used_mib"), s.get("mem_total_mib")
+        simulated = bool(s.get("simulated"))  # absent: not gpu-widgets' simulated backend (dcgm-exporter, real GPUs)
         rows.append([host, host == current_host, stale, r1(age), gpus, busy, free, r1(s.get("util_mean")),
                      r1(s.get("util_max")), r1(None if used is None else used / MIB_PER_GIB),
-                     r1(None if total is None else total / MIB_PER_GIB), r1(s.get("temp_max")), r1(s.get("power_w"))])
+                     r1(None if total is None else total / MIB_PER_GIB), r1(s.get("temp_max")), r1(s.get("power_w")),
+                     simulated])
         totals["hosts"] += 1
         totals["gpus"] += gpus
+        totals["simulated_hosts"] += simulated
         if stale:
             totals["stale_hosts"] += 1
         else:  # a stale host's GPUs are neither known busy nor known free now

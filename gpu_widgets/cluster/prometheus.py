@@ -31,7 +31,13 @@ class PrometheusError(Exception):
 
 def check_url(url: str) -> str:
     """The URL as given, or a ValueError that says what is wrong with it."""
-    parts = urllib.parse.urlsplit(url)
+    if any(c.isspace() or not c.isprintable() for c in url):
+        # not echoed: its credentials (if any) cannot be told apart from the rest with certainty
+        raise ValueError("must not contain spaces or control characters")
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as exc:  # an unclosed [ of an IPv6 address: nothing of it can be shown safely
+        raise ValueError(f"is not a URL ({exc})") from None
     if parts.scheme not in ("http", "https"):
         raise ValueError(f"must start with http:// or https:// (the Prometheus server, e.g. "
                          f"http://prometheus:9090), got {display_url(url)!r}")

@@ -15,6 +15,8 @@ FB_USED = "DCGM_FI_DEV_FB_USED"
 FB_FREE = "DCGM_FI_DEV_FB_FREE"
 TEMP = "DCGM_FI_DEV_GPU_TEMP"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
+# gpu-widgets' own export says whether its GPUs are simulated; dcgm-exporter has no such series.
+INFO = "gpu_widgets_info"
 HOST = "Hostname"
 STAT = "gw_stat"  # our own label on each part of a union; no exporter writes it
 
@@ -77,6 +79,16 @@ def _gone_ages(selector: str, fine: str, coarse: str) -> dict[str, str]:
     }
 
 
+def _simulated(matcher: str = "") -> str:
+    """1 for each host whose gpu-widgets export says its GPUs are simulated. A current info series
+    decides; a host that stopped reporting keeps what its last one said (within the lookback)."""
+    sel = "{" + (matcher + "," if matcher else "") + 'simulated="true"}'
+    now = f"max by ({HOST}) ({INFO}{sel})"
+    before = f"max by ({HOST}) (last_over_time({INFO}{sel}[{LOOKBACK_S}s]))"
+    current = f"{INFO}{{{matcher}}}" if matcher else INFO
+    return f"{now} or ({before} unless on ({HOST}) {current})"
+
+
 def _regex_quote(text: str) -> str:
     """``text`` as a literal inside an RE2 pattern: every ASCII character but letters and digits
     escaped (RE2 takes any escaped ASCII punctuation literally, and refuses other escapes)."""
@@ -108,12 +120,17 @@ def overview_query(scrape_interval_s: float | None) -> str:
         "age_live": _live_age(""),
         # which scrape targets a current host's series come from: their interval dates staleness
         "target": f"group by ({HOST}, job, instance) ({UTIL})",
+        "simulated": _simulated(),
     }
     return union(parts)
 
 
+def host_matcher(host: str) -> str:
+    return f"{HOST}={quote(host)}"
+
+
 def host_selector(host: str) -> str:
-    return "{" + f"{HOST}={quote(host)}" + "}"
+    return "{" + host_matcher(host) + "}"
 
 
 def detail_query(host: str, scrape_interval_s: float | None) -> str:
@@ -126,6 +143,7 @@ def detail_query(host: str, scrape_interval_s: float | None) -> str:
     parts["age_live"] = _live_age(sel)
     parts.update(_gone_ages(sel, f"{age_step_ms(scrape_interval_s)}ms", f"{AGE_COARSE_STEP_S}s"))
     parts["target"] = f"group by ({HOST}, job, instance) ({UTIL}{sel})"
+    parts["simulated"] = _simulated(host_matcher(host))
     return union(parts)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import detail, overview, promql
-from .prometheus import Auth, PrometheusClient, PrometheusError
+from .prometheus import ERROR, Auth, PrometheusClient, PrometheusError
 
 OK = "ok"
 NOT_CONFIGURED = "not_configured"
@@ -49,12 +49,17 @@ class Answer:
 
 
 class ClusterService:
-    def __init__(self, config: ClusterConfig, current_host: str, log: logging.Logger | None = None) -> None:
+    """``problem``: why the settings cannot be used. Then every answer is status "error" with it as
+    the reason, and Prometheus is never asked (a bad setting must not take the local sidebar down)."""
+
+    def __init__(self, config: ClusterConfig, current_host: str, log: logging.Logger | None = None,
+                 problem: str | None = None) -> None:
         self.config = config
         self.current_host = current_host
         self.log = log or logging.getLogger(__name__)
+        self.problem = problem
         self.client = PrometheusClient(config.prometheus_url, config.auth, config.timeout_s) \
-            if config.prometheus_url else None
+            if config.prometheus_url and problem is None else None
         self._cache: OrderedDict[str, tuple[float, Answer]] = OrderedDict()
         self._running: dict[str, asyncio.Future[Answer]] = {}
         self._interval_s: float | None = None  # the typical scrape interval, from the last overview
@@ -118,7 +123,10 @@ class ClusterService:
 
     async def _overview(self) -> dict[str, Any]:
         empty = {"queried_at": time.time(), "scrape_interval_s": None, "host_columns": list(overview.HOST_COLUMNS),
-                 "hosts": [], "totals": {"hosts": 0, "gpus": 0, "stale_hosts": 0, "busy_gpus": 0, "free_gpus": 0}}
+                 "hosts": [], "totals": {"hosts": 0, "gpus": 0, "stale_hosts": 0, "busy_gpus": 0, "free_gpus": 0,
+                                         "simulated_hosts": 0}}
+        if self.problem is not None:
+            return {**self._head(ERROR, self.problem), **empty}
         if self.client is None:
             return {**self._head(NOT_CONFIGURED, "GpuWidgets.prometheus_url is not set: no cluster view"), **empty}
         try:
@@ -150,8 +158,10 @@ class ClusterService:
 
     async def _detail(self, host: str) -> dict[str, Any] | None:
         head = {"status": NOT_CONFIGURED, "reason": "GpuWidgets.prometheus_url is not set: no cluster view",
-                "hostname": host, "current": host == self.current_host, "stale": None, "age_s": None,
+                "hostname": host, "current": host == self.current_host, "stale": None, "age_s": None, "simulated": None,
                 "history_step_s": None, "gpus": []}
+        if self.problem is not None:
+            return {**head, "status": ERROR, "reason": self.problem}
         if self.client is None:
             return head
         step = promql.history_step_s(self._interval_s)

@@ -1,10 +1,17 @@
-"""The cluster view's settings, as traits the server extension's app inherits (``c.GpuWidgets.<name>``)."""
+"""The cluster view's settings, as traits the server extension's app inherits (``c.GpuWidgets.<name>``).
+
+They are checked when the server extension starts (``cluster_service``), not as each is set: a bad
+value turns the Cluster view into an error that names the setting, while the rest of the extension
+(the local sidebar, the API, the metrics) loads as usual.
+"""
 from __future__ import annotations
 
-from traitlets import Float, HasTraits, Unicode, validate
+import logging
+
+from traitlets import Float, HasTraits, Unicode
 
 from .prometheus import Auth, check_url
-from .service import ClusterConfig
+from .service import ClusterConfig, ClusterService
 
 MIN_REFRESH_S = 1.0
 MAX_TIMEOUT_S = 120.0
@@ -31,36 +38,33 @@ class ClusterSettings(HasTraits):
         5.0, help=f"Seconds to wait for Prometheus before the Cluster view says it cannot be reached (0-{MAX_TIMEOUT_S:g})."
     ).tag(config=True)
 
-    @validate("prometheus_url")
-    def _check_prometheus_url(self, proposal):  # type: ignore[no-untyped-def]
-        value = proposal["value"].strip()
-        if value:
+    def cluster_config(self) -> ClusterConfig:
+        """The settings as one value; a ValueError names the setting that is wrong and why."""
+        url = self.prometheus_url.strip()
+        if url:
             try:
-                check_url(value)
+                check_url(url)
             except ValueError as exc:
                 raise ValueError(f"GpuWidgets.prometheus_url {exc}") from None
-        return value
-
-    @validate("cluster_refresh_s")
-    def _check_refresh(self, proposal):  # type: ignore[no-untyped-def]
-        value = proposal["value"]
-        if not value >= MIN_REFRESH_S:
-            raise ValueError(f"GpuWidgets.cluster_refresh_s must be at least {MIN_REFRESH_S:g} s, got {value}")
-        return value
-
-    @validate("prometheus_timeout_s")
-    def _check_timeout(self, proposal):  # type: ignore[no-untyped-def]
-        value = proposal["value"]
-        if not 0 < value <= MAX_TIMEOUT_S:
-            raise ValueError(f"GpuWidgets.prometheus_timeout_s must be within 0-{MAX_TIMEOUT_S:g} s (more than 0), got {value}")
-        return value
-
-    def cluster_config(self) -> ClusterConfig:
-        """The settings as one value; a ValueError names a contradiction between them."""
+        if not self.cluster_refresh_s >= MIN_REFRESH_S:
+            raise ValueError(f"GpuWidgets.cluster_refresh_s must be at least {MIN_REFRESH_S:g} s, "
+                             f"got {self.cluster_refresh_s}")
+        if not 0 < self.prometheus_timeout_s <= MAX_TIMEOUT_S:
+            raise ValueError(f"GpuWidgets.prometheus_timeout_s must be within 0-{MAX_TIMEOUT_S:g} s (more than 0), "
+                             f"got {self.prometheus_timeout_s}")
         if self.prometheus_token and self.prometheus_username:
             raise ValueError("GpuWidgets.prometheus_token and GpuWidgets.prometheus_username are both set: "
                              "Prometheus takes one kind of credentials, choose bearer token or basic auth")
         if self.prometheus_password and not self.prometheus_username:
             raise ValueError("GpuWidgets.prometheus_password is set without GpuWidgets.prometheus_username")
         auth = Auth(self.prometheus_token, self.prometheus_username, self.prometheus_password)
-        return ClusterConfig(self.prometheus_url, auth, self.cluster_refresh_s, self.prometheus_timeout_s)
+        return ClusterConfig(url, auth, self.cluster_refresh_s, self.prometheus_timeout_s)
+
+    def cluster_service(self, current_host: str, log: logging.Logger) -> ClusterService:
+        """The Cluster view's service; with bad settings, one that answers their problem (logged once, here)."""
+        try:
+            return ClusterService(self.cluster_config(), current_host, log)
+        except ValueError as exc:
+            problem = f"{exc}. The Cluster view is off until the setting is fixed and the server restarted"
+            log.error("gpu-widgets cluster view: %s", problem)
+            return ClusterService(ClusterConfig(), current_host, log, problem=problem)

@@ -20,7 +20,13 @@ from .._version import __version__
 from ..backends import ConfigError, resolve_choice
 from .families import BARE_COUNTERS, Health, device_families, health_families
 
-__all__ = ["CONTENT_TYPE_LATEST", "Exposition", "GpuCollector", "health_of"]
+__all__ = ["CONTENT_TYPE_LATEST", "Exposition", "GpuCollector", "asked_by_scrape", "health_of"]
+
+# A scrape asks the sampler for GPM (SM active, tensor active, ...) for this long. Longer than the
+# views' 30 s: Prometheus often scrapes every 30-60 s, and a lease that ran out between scrapes
+# would leave every scrape with the figures null. Five minutes after the last scrape, they stop.
+SCRAPE_GPM_LEASE_S = 300.0
+SCRAPE_GPM_OWNER = "prometheus"
 
 Processes = Mapping[int, "list[Mapping[str, Any]] | None"]  # device index -> its processes to export
 
@@ -105,6 +111,7 @@ class Exposition:
     def scrape(self, service: Any, processes: Callable[[Any], Processes] | None = None) -> bytes:
         """A whole scrape in one go (the standalone exporter, on its serving thread).
         ``processes(snapshot)`` gives the process lists to export (redacted by the caller)."""
+        asked_by_scrape(service)
         snap = service.latest() if service.ready else None
         parts = []
         if snap is not None:
@@ -114,6 +121,14 @@ class Exposition:
             parts.append(body)
         parts.append(self.render_health(health_of(service, self.hostname)))
         return b"".join(parts)
+
+
+def asked_by_scrape(service: Any) -> None:
+    """A scrape looks: renew the GPM lease "prometheus" on the service's sampler (once it is up).
+    The first scrapes after a pause find the figures absent: GPM compares two reads."""
+    sampler = service.sampler if service.ready else None
+    if sampler is not None:
+        sampler.want_gpm(SCRAPE_GPM_OWNER, lease_s=SCRAPE_GPM_LEASE_S)
 
 
 def simulated_choice(choice: str | None) -> bool:

@@ -42,6 +42,10 @@ def _whole_mib(value: Any) -> float:
     return value // MIB  # DCGM reports whole MiB
 
 
+def _fraction(value: Any) -> float:
+    return value / 100.0  # our percents as DCGM's ratios
+
+
 def _millijoules(value: Any) -> float:
     return round(value * 1000)  # NVML counts whole mJ; undo the float division of joules
 
@@ -57,6 +61,17 @@ DCGM_FIELDS: tuple[DcgmField, ...] = (
     DcgmField("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", "utilization_memory_percent", _same),
     DcgmField("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", "memory_free_bytes", _whole_mib),
     DcgmField("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", "memory_used_bytes", _whole_mib),
+    # Profiling fields: DCGM reads them from the same performance counters as NVML's GPM, and gives
+    # them as fractions (0-1), not percents. Absent without GPM (pre-Hopper) and while nothing asks.
+    DcgmField("DCGM_FI_PROF_SM_ACTIVE", "gauge",
+              "Fraction of time the SMs had at least one warp assigned, averaged over all SMs (0-1).",
+              "sm_active_percent", _fraction),
+    DcgmField("DCGM_FI_PROF_SM_OCCUPANCY", "gauge",
+              "Resident warps as a fraction of the most the SMs can hold (0-1).", "sm_occupancy_percent", _fraction),
+    DcgmField("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
+              "Fraction of time the tensor pipes were busy, any precision (0-1).", "tensor_active_percent", _fraction),
+    DcgmField("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
+              "Device memory bandwidth used, as a fraction of its peak (0-1).", "dram_active_percent", _fraction),
 )
 
 # dcgm-exporter writes its counters without the ``_total`` suffix that prometheus-client adds

@@ -212,11 +212,13 @@ class GpuWatchMagics(Magics):
         dash = None
         t0 = time.time()
         trace = GpuTrace(t0=t0)
+        gpm = leases.GpmAsk("gpuwatch-cell")
         if sampler is not None:
             latest = sampler.latest
             if latest is not None and latest["timestamp"] > t0 - 2 * sampler.interval_s:
                 inbox.append(latest)
             unsubscribe = sampler.subscribe(inbox.append)
+            gpm.hold(sampler)  # the summary shows SM activity: asked for while the cell runs
             if not args.quiet and _in_kernel(self.shell):
                 try:
                     dash = CellDashboard(started=t0, window_s=args.window, gpus=args.gpus, sampler=sampler,
@@ -234,6 +236,8 @@ class GpuWatchMagics(Magics):
             self._summarize(args, sampler, trace, inbox, unsubscribe, dash, duration, old_interval, config_error)
         except Exception as exc:
             print(f"gpuwatch: could not summarise ({type(exc).__name__}: {exc})", file=sys.stderr)
+        finally:
+            gpm.release()
         if error is not None:
             raise error
         return result

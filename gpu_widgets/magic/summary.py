@@ -20,6 +20,13 @@ from ..widgets.torch_probe import TorchState
 
 
 _word = short_label  # the metric's label after "GPU 0 <name>:": "GPU busy" -> "busy"
+# Shares of time (GPM): their mean over the cell says what the cell did, a peak says little.
+MEAN_FIELDS = frozenset({"sm_active_percent", "tensor_active_percent"})
+
+
+def _mean(d: DeviceTrace, field: str) -> float | None:
+    values = [v for v in d.columns.get(field, ()) if not math.isnan(v)]
+    return sum(values) / len(values) if values else None
 
 
 def _peak(d: DeviceTrace, field: str) -> float | None:
@@ -37,8 +44,11 @@ def _figure(m: Metric, d: DeviceTrace, peak: float, change: float | None) -> str
     """One metric's figure on a GPU's summary line, in the catalogue's words, unit and digits."""
     # Bytes shown in GiB: small amounts in MiB instead ("0.0 GiB" would say nothing).
     text = units.gib if m.field.endswith("_bytes") and m.unit == "GiB" else m.text
-    if m.field == "utilization_gpu_percent" and d.util_mean is not None:
-        return f"{_word(m)} mean {text(d.util_mean)} (peak {text(peak)})"
+    mean = d.util_mean if m.field == "utilization_gpu_percent" else None
+    if m.field in MEAN_FIELDS:
+        mean = _mean(d, m.field)
+    if mean is not None:
+        return f"{_word(m)} mean {text(mean)} (peak {text(peak)})"
     out = f"{_word(m)} peak {text(peak)}"
     limit = d.memory_total if m.y_max_field == "memory_total_bytes" else d.latest.get(m.y_max_field or "")
     if limit:
@@ -86,6 +96,7 @@ def summarize(trace: GpuTrace, duration_s: float, interval_s: float, torch: Torc
             gpu["memory_change_bytes"] = last_used - d.memory_first
         # Peaks in each metric's unit, by metric id: what the line prints, as data.
         gpu["peaks"] = {}
+        gpu["means"] = {}  # the GPM shares' means (SM active, tensor active), by metric id
         data["gpus"].append(gpu)
         parts = []
         for m in shown_in(SUMMARY):
@@ -93,6 +104,8 @@ def summarize(trace: GpuTrace, duration_s: float, interval_s: float, torch: Torc
             if peak is None:
                 continue
             gpu["peaks"][m.id] = m.value(peak)
+            if m.field in MEAN_FIELDS:
+                gpu["means"][m.id] = m.value(_mean(d, m.field))
             change = gpu["memory_change_bytes"] if m.field == "memory_used_bytes" else None
             parts.append(_figure(m, d, peak, change))
         if d.energy_j:
@@ -123,8 +136,9 @@ def _cells(gpu: dict[str, Any]) -> list[str]:
         if peak is None:
             continue
         text = f"{peak:.{m.decimals}f} {m.unit}"
-        if m.field == "utilization_gpu_percent" and gpu["util_mean_percent"] is not None:
-            out.append(cell(f"{_word(m)} mean", f"{gpu['util_mean_percent']:.{m.decimals}f} {m.unit}", f"peak {text}", m.help))
+        mean = gpu["util_mean_percent"] if m.field == "utilization_gpu_percent" else gpu["means"].get(m.id)
+        if mean is not None:
+            out.append(cell(f"{_word(m)} mean", f"{mean:.{m.decimals}f} {m.unit}", f"peak {text}", m.help))
         elif m.field == "memory_used_bytes":
             change = gpu["memory_change_bytes"]
             sub = f"{'+' if change > 0 else '-'}{units.gib(abs(change))} during the cell" if change else ""

@@ -86,6 +86,20 @@ METRICS: tuple[Metric, ...] = (
         "Share of the last sample period in which a kernel ran on the GPU (NVML \"gpu\").",
         y_max=100.0,
     ),
+    # GPM (Hopper or newer, read while someone looks): what "busy" cannot tell, how much of the
+    # GPU the kernels fill. Right after busy, so the two read side by side.
+    Metric(
+        "sm_active", "sm_active_percent", "SM active", "%",
+        "Share of the GPU's streaming multiprocessors (SMs) that had work, averaged over time (NVML GPM). "
+        "\"Busy\" only says that some kernel ran: one tiny kernel makes it 100 % while SM active stays low.",
+        y_max=100.0,
+    ),
+    Metric(
+        "tensor_active", "tensor_active_percent", "Tensor active", "%",
+        "Share of time the tensor cores were working, any precision (NVML GPM). Low while SMs are active: "
+        "the math does not use them (float32 without TF32, or not matrix work).",
+        y_max=100.0, views=frozenset({SIDEBAR, MONITOR, SUMMARY}),
+    ),
     Metric(
         "memory", "memory_used_bytes", "GPU memory", "GiB",
         "Device memory in use, against the memory in total.",

@@ -87,11 +87,12 @@ SAMPLE_FIELDS: tuple[Field, ...] = (
 GPM_FIELDS: tuple[str, ...] = ("sm_active_percent", "sm_occupancy_percent", "tensor_active_percent",
                                "dram_active_percent")
 
-# Fields kept as numeric time series in the history (the rest are lists or labels).
+# Fields kept as numeric time series in the history (the rest are lists or labels). The GPM
+# fields are series too, so charts can draw them; NaN while nobody looks.
 SERIES_FIELDS: tuple[str, ...] = tuple(
     f.name
     for f in SAMPLE_FIELDS
-    if f.name not in ("throttle_reasons", "processes", "temperature_slowdown_c", "mig_instances", *GPM_FIELDS)
+    if f.name not in ("throttle_reasons", "processes", "temperature_slowdown_c", "mig_instances")
 )
 
 FAST_FIELDS: tuple[str, ...] = tuple(f.name for f in SAMPLE_FIELDS if f.cadence == FAST)

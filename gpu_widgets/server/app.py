@@ -6,10 +6,12 @@ import socket
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Integer, Unicode, validate
 
+from ..alerts.settings import AlertSettings
 from ..backends import CHOICES
-from ..cluster.service import ClusterService
 from ..cluster.settings import ClusterSettings
 from ..sampling.sampler import DEFAULT_INTERVAL_S, DEFAULT_SLOW_INTERVAL_S, DEFAULT_WINDOW_S, MAX_SLOW_INTERVAL_S, MIN_INTERVAL_S
+from .alerts_feed import AlertsFeed
+from .alerts_handler import ENGINE_KEY, AlertSettingsHandler, AlertsHandler
 from .cluster_handler import ClusterHandler
 from .handlers import route_table
 from .metrics_handler import ALLOW_KEY, HOSTNAME_KEY, metrics_route
@@ -18,7 +20,7 @@ from .service import GpuService
 API_PREFIX = "/gpu-widgets/api/v1"
 
 
-class GpuWidgets(ClusterSettings, ExtensionApp):
+class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
     """Configure with ``c.GpuWidgets.<name>`` in a jupyter_server_config.py, or ``--GpuWidgets.<name>=``."""
 
     name = "gpu_widgets"
@@ -116,18 +118,29 @@ class GpuWidgets(ClusterSettings, ExtensionApp):
         self.settings["gpu_widgets_service"] = self.service
         self.settings[HOSTNAME_KEY] = self.hostname.strip() or socket.gethostname()
         self.settings[ALLOW_KEY] = self.metrics_allow_unauthenticated
-        # The cluster view names this server's host as its own export labels it.
-        self.settings["gpu_widgets_cluster"] = ClusterService(self.cluster_config(), self.settings[HOSTNAME_KEY], self.log)
+        # The cluster view names this server's host as its own export labels it. Bad cluster
+        # settings make its answers an error, never the whole extension fail to load.
+        self.settings["gpu_widgets_cluster"] = self.cluster_service(self.settings[HOSTNAME_KEY], self.log)
         # Opening NVML can take a second on a big server: never on the event loop.
         self.service.start_in_background()
+        # Alerts: evaluated on the sampler thread once it runs; bad alert settings turn only them off.
+        engine = self.settings[ENGINE_KEY] = self.alert_engine(self.log)
+        self.alerts = AlertsFeed(self.service, engine, self.serverapp.kernel_manager,
+                                 self.serverapp.session_manager, self.log)
+        self.alerts.start()
 
     def initialize_handlers(self) -> None:
         # Before route_table: it ends with the API's catch-all 404.
         self.handlers.append((f"{API_PREFIX}/cluster", ClusterHandler))
+        self.handlers.append((f"{API_PREFIX}/alerts", AlertsHandler))
+        self.handlers.append((f"{API_PREFIX}/alerts/settings", AlertSettingsHandler))
         self.handlers.extend(route_table(API_PREFIX))
         self.handlers.append(metrics_route())
 
     async def stop_extension(self) -> None:
+        alerts = getattr(self, "alerts", None)
+        if alerts is not None:
+            alerts.stop()
         service = getattr(self, "service", None)
         if service is not None:
             service.stop()

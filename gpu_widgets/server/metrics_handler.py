@@ -39,8 +39,9 @@ class ServerScrapes:
         self._rendering: tuple[object, asyncio.Future[bytes]] | None = None
 
     async def body(self, handler: web.RequestHandler) -> bytes:
-        from ..export.exposition import health_of
+        from ..export.exposition import asked_by_scrape, health_of
 
+        asked_by_scrape(self.service)
         snap = self.service.latest() if self.service.ready else None
         parts = [] if snap is None else [await self._devices(snap, handler)]
         # Health last and fresh: the sample may be old by now (a driver call that hangs).

@@ -2,7 +2,7 @@
 
 Each device keeps one ``array('d')`` ring per numeric field (8 bytes a value, NaN for null),
 sharing one ring of timestamps. Capacity is fixed when the history is made, so memory is
-bounded by configuration: 1 h at 1 Hz for 8 GPUs is about 4 MB whatever runs for how long.
+bounded by configuration: 1 h at 1 Hz for 8 GPUs is about 5 MB whatever runs for how long.
 Process lists are not kept here: they are large and only the latest matters. Throttle reasons
 are kept as the sample has them, NVML's bitmask (``since()`` gives them back as ints; the server
 names them when it writes JSON).

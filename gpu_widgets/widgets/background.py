@@ -20,6 +20,7 @@ class Resources:
         self.thread: threading.Thread | None = None
         self.unsubscribe: Callable[[], None] | None = None
         self.leased: Sampler | None = None
+        self.gpm = leases.GpmAsk("monitor")  # renewed by RunGpus on the monitor's timer
         self.run_log: RunLog | None = None
 
     def release(self, join: bool = True) -> None:
@@ -31,6 +32,7 @@ class Resources:
         if self.unsubscribe is not None:
             self.unsubscribe()
             self.unsubscribe = None
+        self.gpm.release()
         if self.leased is not None:
             leases.release(self.leased)
             self.leased = None

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..metrics.catalogue import DASHBOARD, Metric, shown_in
+from ..metrics.fields import GPM_FIELDS
 from ..sampling.sampler import Sampler
 from ..sampling.snapshot import with_status
 from ..sampling.stall import STALE
@@ -40,6 +41,8 @@ def _series(dev: dict[str, Any], m: Metric) -> np.ndarray | None:
     if raw is None:
         return None
     ys = np.array(raw, dtype=float)  # numpy turns None into NaN
+    if m.field in GPM_FIELDS and not np.isfinite(ys).any():
+        return None  # no GPM on this GPU (or nobody asked yet): no empty "SM active" chart
     return ys * m.scale if m.scale != 1.0 else ys
 
 
@@ -70,9 +73,11 @@ class _Handles:
     def __init__(self) -> None:
         self.stop = threading.Event()
         self.leased: list[Sampler] = []
+        self.gpm = leases.GpmAsk("dashboard")
 
     def release(self) -> None:
         self.stop.set()
+        self.gpm.release()
         while self.leased:
             leases.release(self.leased.pop())
 
@@ -200,6 +205,8 @@ class GpuDashboard:
 
     def _draw(self) -> None:
         sampler = self._sampler
+        if self.running:  # a live dashboard looks: its sampler reads SM and tensor activity
+            self._handles.gpm.renew(sampler, self.refresh_s)
         snap = sampler.latest if sampler is not None else None
         lines: list[LineData] = []
         missing: list[int] = []

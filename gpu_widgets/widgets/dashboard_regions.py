@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..metrics.catalogue import Metric
+from ..metrics.fields import GPM_FIELDS
 from ..metrics.throttle import SLOWDOWN_MASK
 from .gpu_summary import merged, region
 from .monitor_charts import LOST_COLOR, SUMMARY_THROTTLED, THROTTLE_COLOR
@@ -63,6 +64,8 @@ def region_lines(metrics: Sequence[Metric], devices: Sequence[dict[str, Any]], x
     for dev in devices:
         stretches = lost(dev, xs)
         for m in metrics if stretches else ():
+            if m.field in GPM_FIELDS and all(v is None for v in dev.get(m.field) or ()):
+                continue  # a chart this GPU has no line in (SM active without GPM)
             out.append((m.id, f"GPU {dev['index']} lost", LOST_COLOR, "lost", *region(stretches, *_span(m, tops.get(m.id)))))
     return out
 

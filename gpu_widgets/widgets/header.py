@@ -14,7 +14,8 @@ from html import escape
 from typing import Any
 
 from ..sampling.stall import STALE
-from ..metrics.catalogue import DASHBOARD, MONITOR, shown_in
+from ..metrics.catalogue import DASHBOARD, MONITOR, Metric, shown_in
+from ..metrics.fields import GPM_FIELDS
 from . import units
 from .advice import Advice
 from ..runs.gpu_trace import DeviceTrace
@@ -114,6 +115,12 @@ class MonitorText:
     diagnosis: Advice | None = None  # input-bound or CPU-bound (data_wait.diagnose)
 
 
+def known_somewhere(metrics: Sequence[Metric], values: Sequence[Mapping[str, Any]]) -> list[Metric]:
+    """``metrics`` less the GPM ones no GPU shown has a value for: a GPU without GPM (or before
+    its second read) gets no "SM active —" column or cell."""
+    return [m for m in metrics if m.field not in GPM_FIELDS or any(v.get(m.field) is not None for v in values)]
+
+
 def rate_number(per_s: float) -> str:
     """units.rate's number without its unit (the label says it)."""
     return units.rate(per_s, "_").rsplit(" ", 1)[0]
@@ -159,7 +166,7 @@ def render_monitor(t: MonitorText) -> str:
             f" (first of {count} non-finite value{'s' if count != 1 else ''}; not plotted)</div>"
         )
     lines.append(backend_html)
-    metrics = shown_in(MONITOR)
+    metrics = known_somewhere(shown_in(MONITOR), [d.latest for d in t.devices])
     if t.summary and t.devices:
         lines.append(summary_html([from_trace(d) for d in t.devices], metrics))
     else:
@@ -206,7 +213,7 @@ def render_dashboard(snap: Mapping[str, Any] | None, watched: set[int] | None, w
     info.append(f"last {units.duration(window_s)}")
     lines = [f'<div>{title}{backend_badge} <span class="gpuw-muted">{" · ".join(info)}</span></div>', backend_html]
     devices = [dev for dev in snap.get("devices", ()) if watched is None or dev["index"] in watched]
-    metrics = shown_in(DASHBOARD)
+    metrics = known_somewhere(shown_in(DASHBOARD), devices)
     if summary and devices:
         lines.append(summary_html([from_snapshot(dev) for dev in devices], metrics))
     elif len(devices) > MAX_CARDS:

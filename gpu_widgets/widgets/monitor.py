@@ -23,6 +23,7 @@ from ..sampling.sampler import Sampler
 from . import cell_hooks, run_state
 from .arguments import MAX_STEP, check_monitor, checked_epoch, checked_epochs, checked_step, number_in, positive_int
 from .batches import checked_samples
+from .compare import CompareRuns
 from .data_wait import DataWaitHooks
 from .follower import follow as _follow
 from .monitor_header import Progress
@@ -37,7 +38,7 @@ MAX_REDRAW_HZ = 4.0
 DEFAULT_GPU_WINDOW_S = 3600.0
 
 
-class TrainingMonitor(DataWaitHooks):  # + note_data_wait(), data_wait_share
+class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_wait_share; compare()
     """A live view of a training run: metrics you ``log()``, and the GPUs the loop uses.
 
     Parameters (all keyword-only except ``title``):

@@ -202,6 +202,8 @@ class MonitorCharts:
             out.append(throttled)
         lost = lost_episodes(d, self.t0)
         for chart in self.gpu if lost else ():  # shaded on each of its charts, as in the sidebar
+            if not has_curve(d, chart.lines[0][0]):
+                continue  # a chart this GPU never drew (SM active without GPM): not made for a shade
             m = chart.metric
             low = m.y_min if m.y_min is not None else 0.0
             top = chart_top(m, [d])

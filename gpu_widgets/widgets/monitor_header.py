@@ -17,6 +17,7 @@ from .header import MonitorText, render_monitor
 from .monitor_charts import MonitorCharts
 from .run_gpus import RunGpus
 from .run_state import RunState, State
+from .small_kernels import small_kernels
 
 RATE_WINDOW_S = 10.0  # rates of a running run: over the last 10 s
 
@@ -89,6 +90,10 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
     )
     if summary:  # the GPUs are other processes': only "training runs on the CPU" is about this run
         advice = [a for a in advice if a.kind in ("cpu", "cpu-build")]
+    else:  # busy but SM-idle: tiny kernels (needs SM activity, read while the monitor runs)
+        tip = small_kernels(devices)
+        if tip is not None:
+            advice = [*advice, tip]
     share = charts.waits.share()
     if share is not None:  # the diagnosis says it better than the busy-% tip
         advice = [a for a in advice if a.kind != "utilization"]

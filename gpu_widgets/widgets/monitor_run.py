@@ -169,7 +169,7 @@ class MonitorRun:
             n = records.size  # rows published now; their tensors are queued already
             for message in records.resolve_deferred():
                 run.problem(message)
-            run.guard("reading GPU samples", self.gpus.drain, writer.add_gpu_rows)
+            run.guard("reading GPU samples", self.gpus.drain, writer.add_gpu_rows, writer.write_s)
             writer.write(n, stopping)
             while writer.due <= run_state.now() and records.size > n:
                 # log() waits for this writer (it fell behind): catch up before drawing.

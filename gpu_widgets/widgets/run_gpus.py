@@ -41,9 +41,14 @@ class RunGpus:
         if latest is not None and latest["timestamp"] > run_state.now() - 2 * sampler.interval_s:
             self.inbox.append(latest)  # a fresh sample now rather than one interval later
         res.unsubscribe = sampler.subscribe(self.inbox.append)
+        res.gpm.renew(sampler, sampler.interval_s)  # a running monitor looks: SM active, tensor active
 
-    def drain(self, written: Callable[[list[dict[str, Any]]], None]) -> None:
-        """Fold the samples received into the trace; ``written`` gets their rows for the run log."""
+    def drain(self, written: Callable[[list[dict[str, Any]]], None], period_s: float = 1.0) -> None:
+        """Fold the samples received into the trace; ``written`` gets their rows for the run log.
+        Called on the monitor's timer (every ``period_s``), which also renews the GPM lease."""
+        res = self.res
+        if res.unsubscribe is not None:  # connected, not stopped
+            res.gpm.renew(self.sampler or res.leased, period_s)
         if not self.inbox:
             return
         self._probe_torch(self.inbox[-1])  # once per tick: PyTorch's memory now

@@ -131,6 +131,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Alert episodes decided on the server (open ones and those that ended lately)
+         * @description One evaluation per sample for every tab: temperature near the slowdown limit, throttled by heat or power for more than GpuWidgets.alert_throttle_s, memory at least GpuWidgets.alert_memory_percent full, a GPU lost, and one of this server's kernels holding memory on a GPU idle for GpuWidgets.alert_idle_minutes. Each episode is reported once, with its start, and its end once the condition has been clear for 3 s; ended episodes are kept for an hour (at most 200). Without `since` the answer carries a weak ETag that changes only when the episodes do: send it back in If-None-Match for a bodiless 304.
+         */
+        get: operations["getAlerts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/alerts/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Change the alerts' thresholds or GPU scope (the server's, for every user and tab)
+         * @description Any of the fields of `settings` in GET alerts, checked as the GpuWidgets.alert_* traits are; the others keep their values. The next sample is evaluated with them, and GET alerts answers them at once (with a new ETag). They last until the server restarts. On a shared server (one Jupyter server for several people, not JupyterHub) they are the server's: every user's alerts follow them. The sidebar sends them when they change in the Settings Editor.
+         */
+        put: operations["putAlertSettings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/cluster": {
         parameters: {
             query?: never;
@@ -217,6 +257,8 @@ export interface components {
             pcie_max_width: number | null;
             /** @description like "9.0" */
             compute_capability: string | null;
+            /** @description the PCI bus id as nvidia-smi prints it, like "00000000:18:00.0" */
+            pci_bus_id: string | null;
             /** @enum {string|null} */
             mig_mode: "enabled" | "disabled" | null;
             /** @description UUIDs (MIG-...) of the GPU's MIG instances; empty when MIG is disabled. CUDA_VISIBLE_DEVICES may name one of them. */
@@ -410,6 +452,14 @@ export interface components {
             pcie_tx_bytes_per_s: (number | null)[];
             /** @description PCIe receive throughput, bytes/s */
             pcie_rx_bytes_per_s: (number | null)[];
+            /** @description percent of the time the SMs had work, averaged over all SMs (NVML GPM SM_UTIL, DCGM SM_ACTIVE); unlike utilization_gpu_percent, one tiny kernel does not make it 100; null while nobody asks for GPM */
+            sm_active_percent: (number | null)[];
+            /** @description resident warps as percent of the most the SMs can hold (NVML GPM SM_OCCUPANCY, DCGM SM_OCCUPANCY); null while nobody asks for GPM */
+            sm_occupancy_percent: (number | null)[];
+            /** @description percent of the time the tensor cores were busy, any precision (NVML GPM ANY_TENSOR_UTIL, DCGM PIPE_TENSOR_ACTIVE); null while nobody asks for GPM */
+            tensor_active_percent: (number | null)[];
+            /** @description device memory bandwidth used, as percent of its peak (NVML GPM DRAM_BW_UTIL, DCGM DRAM_ACTIVE); null while nobody asks for GPM */
+            dram_active_percent: (number | null)[];
             throttle_reasons: (string[] | null)[];
             lost: boolean[];
             /** @description why the device's latest values are null: field name -> reason (from the latest sample) */
@@ -483,13 +533,13 @@ export interface components {
         };
         ClusterOverview: {
             /**
-             * @description not_configured: GpuWidgets.prometheus_url is empty (the sidebar hides the view); unreachable: no answer from Prometheus (refused, timeout); error: an answer that cannot be used (HTTP error, refused credentials, not Prometheus)
+             * @description not_configured: GpuWidgets.prometheus_url is empty (the sidebar hides the view); unreachable: no answer from Prometheus (refused, timeout); error: an answer that cannot be used (HTTP error, refused credentials, not Prometheus), or bad cluster settings (the reason names the setting)
              * @enum {string}
              */
             status: "ok" | "not_configured" | "unreachable" | "error";
             /** @description plain words; names Prometheus's URL (never its credentials). With status ok: null, or why no host is listed */
             reason: string | null;
-            /** @description GpuWidgets.prometheus_url without credentials; null when not configured */
+            /** @description GpuWidgets.prometheus_url without credentials; null when not configured or when the cluster settings are bad */
             prometheus_url: string | null;
             /** @description this server's Hostname label (GpuWidgets.hostname, else the machine's name) */
             current_host: string;
@@ -497,8 +547,8 @@ export interface components {
             queried_at: number;
             /** @description the typical scrape interval of the hosts' targets (from Prometheus's targets API); null when unknown */
             scrape_interval_s: number | null;
-            /** @description names of the columns of each row of hosts, in this order: hostname, current, stale, age_s, gpu_count, busy_gpus, free_gpus, utilization_mean_percent, utilization_max_percent, memory_used_gib, memory_total_gib, temperature_max_c, power_w */
-            host_columns: ("hostname" | "current" | "stale" | "age_s" | "gpu_count" | "busy_gpus" | "free_gpus" | "utilization_mean_percent" | "utilization_max_percent" | "memory_used_gib" | "memory_total_gib" | "temperature_max_c" | "power_w")[];
+            /** @description names of the columns of each row of hosts, in this order: hostname, current, stale, age_s, gpu_count, busy_gpus, free_gpus, utilization_mean_percent, utilization_max_percent, memory_used_gib, memory_total_gib, temperature_max_c, power_w, simulated */
+            host_columns: ("hostname" | "current" | "stale" | "age_s" | "gpu_count" | "busy_gpus" | "free_gpus" | "utilization_mean_percent" | "utilization_max_percent" | "memory_used_gib" | "memory_total_gib" | "temperature_max_c" | "power_w" | "simulated")[];
             /** @description one row per host, sorted by hostname; numbers rounded to 0.1, null where absent. busy: GPUs at >= 10 % utilization; free: GPUs under 10 % utilization with under 10 % of their memory used; memory total = used + free (dcgm-exporter has no total); power: the sum over the host's GPUs. A host whose scrape failed keeps gpu_count and age_s (it stays listed 10 minutes) and has null readings */
             hosts: components["schemas"]["ClusterHostRow"][];
             /** @description busy_gpus and free_gpus count only hosts that are not stale */
@@ -508,9 +558,11 @@ export interface components {
                 stale_hosts: number;
                 busy_gpus: number;
                 free_gpus: number;
+                /** @description hosts whose GPUs are gpu-widgets' simulated ones */
+                simulated_hosts: number;
             };
         };
-        /** @description a host as values in the order of host_columns: hostname (string), current (bool: this server's host), stale (bool), age_s (seconds since its newest sample; for a stale host to within the larger of its scrape interval and 5 s), gpu_count, busy_gpus, free_gpus (integers), utilization_mean_percent, utilization_max_percent, memory_used_gib, memory_total_gib, temperature_max_c, power_w (numbers or null) */
+        /** @description a host as values in the order of host_columns: hostname (string), current (bool: this server's host), stale (bool), age_s (seconds since its newest sample; for a stale host to within the larger of its scrape interval and 5 s), gpu_count, busy_gpus, free_gpus (integers), utilization_mean_percent, utilization_max_percent, memory_used_gib, memory_total_gib, temperature_max_c, power_w (numbers or null), simulated (bool: the host's gpu-widgets export says its GPUs are simulated, gpu_widgets_info{simulated="true"}; false for NVIDIA's dcgm-exporter, which has no such series) */
         ClusterHostRow: (string | boolean | (number | null))[];
         ClusterGpu: {
             /** @description the GPU's index on its host (label gpu) */
@@ -535,7 +587,7 @@ export interface components {
         /** @description One host's GPUs; a stale host's GPUs show their last readings */
         ClusterHost: {
             /**
-             * @description not_configured: GpuWidgets.prometheus_url is empty (the sidebar hides the view); unreachable: no answer from Prometheus (refused, timeout); error: an answer that cannot be used (HTTP error, refused credentials, not Prometheus)
+             * @description not_configured: GpuWidgets.prometheus_url is empty (the sidebar hides the view); unreachable: no answer from Prometheus (refused, timeout); error: an answer that cannot be used (HTTP error, refused credentials, not Prometheus), or bad cluster settings (the reason names the setting)
              * @enum {string}
              */
             status: "ok" | "not_configured" | "unreachable" | "error";
@@ -548,10 +600,86 @@ export interface components {
             stale: boolean | null;
             /** @description seconds since the host's newest sample */
             age_s: number | null;
+            /** @description the host's GPUs are gpu-widgets' simulated ones (its gpu_widgets_info says so); false without that series (NVIDIA's dcgm-exporter, real GPUs); null when Prometheus could not be asked */
+            simulated: boolean | null;
             /** @description seconds between two history points; null when Prometheus could not be asked */
             history_step_s: number | null;
             /** @description sorted by index */
             gpus: components["schemas"]["ClusterGpu"][];
+        };
+        Alerts: {
+            /** @description false when GpuWidgets.alerts_enabled is off or a setting is bad (then `problem` says which); no episodes then */
+            enabled: boolean;
+            /** @description a bad alert setting, in words; null when all is well */
+            problem: string | null;
+            /** @description counts the changes of the episodes since the server started */
+            version: number;
+            settings: components["schemas"]["AlertSettings"];
+            /** @description newest start first */
+            episodes: components["schemas"]["AlertEpisode"][];
+            /** @description the server's clock at the moment of answering (unix seconds) */
+            server_time: number;
+        };
+        AlertSettings: {
+            temperature_margin_c: number;
+            throttle_s: number;
+            memory_percent: number;
+            idle_kernel_memory_gib: number;
+            idle_minutes: number;
+            /**
+             * @description mine: only GPUs on which this server's kernels were seen
+             * @enum {string}
+             */
+            gpus: "all" | "mine";
+        };
+        /** @description Alert settings to change: at least one; as GpuWidgets.alert_<name> */
+        AlertSettingsChange: {
+            /** @description °C under the GPU's slowdown temperature */
+            temperature_margin_c?: number;
+            /** @description seconds of heat or power throttling before an alert */
+            throttle_s?: number;
+            /** @description memory used, percent */
+            memory_percent?: number;
+            /** @description GiB a kernel holds on an idle GPU */
+            idle_kernel_memory_gib?: number;
+            /** @description minutes the GPU has been idle */
+            idle_minutes?: number;
+            /**
+             * @description mine: only GPUs on which this server's kernels were seen
+             * @enum {string}
+             */
+            gpus?: "all" | "mine";
+        };
+        AlertEpisode: {
+            /** @description stable for the episode's whole life */
+            id: string;
+            /** @enum {string} */
+            kind: "lost" | "temperature" | "throttle" | "memory" | "idle_kernel";
+            /**
+             * @description as JupyterLab's notification types
+             * @enum {string}
+             */
+            severity: "error" | "warning" | "info";
+            /** @description NVML index */
+            gpu: number;
+            /** @description the GPU's UUID */
+            uuid: string | null;
+            /** @description unix seconds: when the condition began */
+            start: number;
+            /** @description unix seconds: when it cleared; null while it lasts */
+            end: number | null;
+            /** @description unix seconds: when the server opened or ended it (what `since` compares) */
+            updated: number;
+            /** @description what, where and since when, in plain words */
+            message: string;
+            /** @description idle_kernel: the kernel that holds the memory */
+            kernel_id: string | null;
+            /** @description idle_kernel: its notebook, when a session names one */
+            notebook_path: string | null;
+            /** @description idle_kernel: the process holding the most of it */
+            pid: number | null;
+            /** @description idle_kernel: GPU memory its processes hold */
+            memory_bytes: number | null;
         };
         Error: {
             /** @description bad_parameter, forbidden, not_found, server_error */
@@ -787,6 +915,105 @@ export interface operations {
             };
             /** @description no valid token */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getAlerts: {
+        parameters: {
+            query?: {
+                /** @description unix seconds: only the episodes that started, changed or ended after it (their `updated` is later) */
+                since?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Alerts"];
+                };
+            };
+            /** @description If-None-Match matched: the episodes have not changed */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description a bad parameter; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no valid token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    putAlertSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertSettingsChange"];
+            };
+        };
+        responses: {
+            /** @description the settings now in force */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertSettings"];
+                };
+            };
+            /** @description not a JSON object, an unknown setting, or a value out of its range; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no valid token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the alerts are off on this server (GpuWidgets.alerts_enabled, or a bad alert setting: the message says which) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

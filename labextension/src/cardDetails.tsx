@@ -1,15 +1,25 @@
 /**
- * A GPU card's details: its processes (with the notebook that owns each) and its spec card.
+ * A GPU card's details: its processes (with the notebook that owns each, and the share of the
+ * GPU each uses), its MIG instances and its spec card.
  */
 import { notebookIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
+import { IMigRow, IShare, migRows, processUse } from './activity';
 import { formatBandwidth, formatBytes, formatGiB, formatNumber, migText } from './format';
 import { IGpu } from './gpus';
+import { IKernelActions } from './processActions';
+import { KernelButtons } from './processActionsView';
 import { IAttributedProcess, IDeviceInfo } from './tokens';
 
-export function ProcessList(props: { gpu: IGpu; openPath: (path: string) => void }): JSX.Element {
-  const { gpu, openPath } = props;
+/** `actions` and `gpus` (all of them: a kernel's memory on each): the kernel buttons of its own kernels' rows. */
+export function ProcessList(props: {
+  gpu: IGpu;
+  openPath: (path: string) => void;
+  actions?: IKernelActions | null;
+  gpus?: readonly IGpu[];
+}): JSX.Element {
+  const { gpu, openPath, actions } = props;
   const procs = gpu.processes;
   let body: React.ReactNode;
   if (gpu.lost) {
@@ -22,7 +32,9 @@ export function ProcessList(props: { gpu: IGpu; openPath: (path: string) => void
     body = (
       <ul className="jp-GpuWidgets-processList" aria-label={`Processes on GPU ${gpu.index}`}>
         {procs.map(p => (
-          <ProcessItem key={p.pid} proc={p} openPath={openPath} />
+          <ProcessItem key={p.pid} proc={p} openPath={openPath}>
+            <KernelButtons proc={p} gpus={props.gpus ?? [gpu]} actions={actions} />
+          </ProcessItem>
         ))}
       </ul>
     );
@@ -49,10 +61,16 @@ function Hidden(props: { reason: string | undefined; long?: boolean }): JSX.Elem
   );
 }
 
-function ProcessItem(props: { proc: IAttributedProcess; openPath: (path: string) => void }): JSX.Element {
+function ProcessItem(props: {
+  proc: IAttributedProcess;
+  openPath: (path: string) => void;
+  children?: React.ReactNode;
+}): JSX.Element {
   const { proc, openPath } = props;
   const u = proc.unavailable ?? {};
   const path = proc.notebook_path;
+  // Which process uses the GPU, not only holds memory on it (read while a card is on screen).
+  const use = processUse(proc);
   return (
     <li className="jp-GpuWidgets-process" aria-label={`Process ${proc.pid}`}>
       <div className="jp-GpuWidgets-processMain">
@@ -65,6 +83,13 @@ function ProcessItem(props: { proc: IAttributedProcess; openPath: (path: string)
         <span className="jp-GpuWidgets-procMem" title="GPU memory used by this process">
           {proc.used_memory_bytes !== null ? formatBytes(proc.used_memory_bytes) : '—'}
         </span>
+        {use && (
+          // After the memory on a wide panel; a narrow one wraps it under the memory.
+          <span className="jp-GpuWidgets-procUse">
+            <Share label="SM" share={use.sm} className="jp-GpuWidgets-procSm" />
+            <Share label="BW" share={use.bandwidth} className="jp-GpuWidgets-procBw" />
+          </span>
+        )}
       </div>
       <div className="jp-GpuWidgets-procCommand" title={proc.command ?? u['command'] ?? undefined}>
         {proc.command ?? <Hidden reason={u['command']} long />}
@@ -80,6 +105,62 @@ function ProcessItem(props: { proc: IAttributedProcess; openPath: (path: string)
           <span className="jp-GpuWidgets-notebookPath">{path}</span>
         </button>
       )}
+      {props.children}
+    </li>
+  );
+}
+
+/** A share with its words: "SM 45 %", its meaning (or why it is missing) on hover. */
+function Share(props: { label: string; share: IShare; className: string }): JSX.Element {
+  const { label, share } = props;
+  return (
+    <span className={`${props.className}${share.value === null ? ' jp-GpuWidgets-muted' : ''}`} title={share.title}>
+      {label} <span className="jp-GpuWidgets-shareValue">{share.text}</span>
+    </span>
+  );
+}
+
+/** The GPU's MIG instances (from `samples/latest`): memory, SM active and the processes in each. */
+export function MigList(props: { gpu: IGpu }): JSX.Element | null {
+  const { gpu } = props;
+  const rows = gpu.lost ? [] : migRows(gpu.live?.mig_instances, gpu.live?.processes ?? gpu.processes);
+  if (!rows.length) {
+    return null;
+  }
+  return (
+    <div className="jp-GpuWidgets-mig">
+      <h4 className="jp-GpuWidgets-subtitle">
+        MIG instances<span className="jp-GpuWidgets-count">{rows.length}</span>
+      </h4>
+      <ul className="jp-GpuWidgets-migList" aria-label={`MIG instances of GPU ${gpu.index}`}>
+        {rows.map(row => (
+          <MigItem key={row.index} row={row} />
+        ))}
+      </ul>
+    </div>
+  );
+}
+
+function MigItem(props: { row: IMigRow }): JSX.Element {
+  const { row } = props;
+  return (
+    <li className="jp-GpuWidgets-migItem" aria-label={`MIG instance ${row.index}`}>
+      <div className="jp-GpuWidgets-processMain">
+        <span className="jp-GpuWidgets-migName" title={row.uuid ?? 'UUID not available'}>
+          MIG {row.index}
+          {row.ids && <span className="jp-GpuWidgets-muted"> {row.ids}</span>}
+        </span>
+        <span className="jp-GpuWidgets-procMem" title="Memory used in this instance, of its total">
+          {row.memory}
+        </span>
+      </div>
+      <div className="jp-GpuWidgets-procUse">
+        <Share label="SM active" share={row.smActive} className="jp-GpuWidgets-migSm" />
+        <Share label="tensor" share={row.tensorActive} className="jp-GpuWidgets-migTensor" />
+      </div>
+      <div className="jp-GpuWidgets-procCommand" title="Processes in this instance (pid and name)">
+        {row.processes.length ? row.processes.map(p => p.text).join(', ') : 'no processes'}
+      </div>
     </li>
   );
 }

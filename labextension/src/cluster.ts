@@ -41,6 +41,8 @@ export interface IClusterHost {
   memTotalGiB: number | null;
   tempMaxC: number | null;
   powerW: number | null;
+  /** Its GPUs are gpu-widgets' simulated ones (false from an older server, which cannot say). */
+  simulated: boolean;
 }
 
 /** The server's column name for each field of a row. */
@@ -57,7 +59,8 @@ const COLUMN_OF: { readonly [field in keyof IClusterHost]: string } = {
   memUsedGiB: 'memory_used_gib',
   memTotalGiB: 'memory_total_gib',
   tempMaxC: 'temperature_max_c',
-  powerW: 'power_w'
+  powerW: 'power_w',
+  simulated: 'simulated'
 };
 
 const STATUSES: readonly ClusterStatus[] = ['ok', 'not_configured', 'unreachable', 'error'];
@@ -103,7 +106,8 @@ export function parseOverview(body: unknown): { overview: IClusterOverview; host
       memUsedGiB: num(get('memUsedGiB')),
       memTotalGiB: num(get('memTotalGiB')),
       tempMaxC: num(get('tempMaxC')),
-      powerW: num(get('powerW'))
+      powerW: num(get('powerW')),
+      simulated: get('simulated') === true
     };
   });
   const overview: IClusterOverview = {
@@ -220,7 +224,8 @@ export function totalsOf(hosts: readonly IClusterHost[]): IClusterTotals {
     gpus: hosts.reduce((s, h) => s + (h.gpuCount ?? 0), 0),
     busy_gpus: hosts.reduce((s, h) => s + (h.stale ? 0 : h.busyGpus ?? 0), 0),
     free_gpus: hosts.reduce((s, h) => s + (h.stale ? 0 : h.freeGpus ?? 0), 0),
-    stale_hosts: hosts.filter(h => h.stale).length
+    stale_hosts: hosts.filter(h => h.stale).length,
+    simulated_hosts: hosts.filter(h => h.simulated).length
   };
 }
 
@@ -255,12 +260,16 @@ export function formatTemperature(celsius: number | null): string {
   return celsius === null ? DASH : `${formatNumber(celsius, 0)} °C`;
 }
 
-/** The totals line: "2 hosts · 16 GPUs · 3 busy · 12 free · 1 stale". */
+/** The totals line: "2 hosts · 16 GPUs · 3 busy · 12 free · 1 stale · 2 simulated". */
 export function totalsText(t: IClusterTotals): string {
   const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
   const parts = [plural(t.hosts, 'host'), plural(t.gpus, 'GPU'), `${t.busy_gpus} busy`, `${t.free_gpus} free`];
   if (t.stale_hosts) {
     parts.push(`${t.stale_hosts} stale`);
+  }
+  // Made-up readings are never passed off as real ones, even in a sum (an older server sends no count).
+  if (t.simulated_hosts) {
+    parts.push(`${t.simulated_hosts} simulated`);
   }
   return parts.join(' · ');
 }

@@ -49,7 +49,15 @@ export function HostDetail(props: {
         {!d.gpus.length && <p className="jp-GpuWidgets-muted">Prometheus has no GPU of this host.</p>}
         <ul className="jp-GpuWidgets-clusterGpus">
           {d.gpus.map(gpu => (
-            <GpuLine key={gpu.uuid ?? gpu.gpu ?? ''} hostname={hostname} gpu={gpu} stepS={step} endS={end} palette={palette} />
+            <GpuLine
+              key={gpu.uuid ?? gpu.gpu ?? ''}
+              hostname={hostname}
+              gpu={gpu}
+              simulated={d.simulated === true}
+              stepS={step}
+              endS={end}
+              palette={palette}
+            />
           ))}
         </ul>
       </>
@@ -66,8 +74,15 @@ export function HostDetail(props: {
   );
 }
 
-function GpuLine(props: { hostname: string; gpu: IClusterGpu; stepS: number; endS: number; palette: IPalette }): JSX.Element {
-  const { hostname, gpu, stepS, endS, palette } = props;
+function GpuLine(props: {
+  hostname: string;
+  gpu: IClusterGpu;
+  simulated: boolean;
+  stepS: number;
+  endS: number;
+  palette: IPalette;
+}): JSX.Element {
+  const { hostname, gpu, simulated, stepS, endS, palette } = props;
   const gib = (bytes: number | null): number | null => (bytes === null ? null : bytes / GIB);
   const util = gpu.history?.utilization_gpu_percent ?? [];
   let data: IChartData | null = null;
@@ -93,7 +108,7 @@ function GpuLine(props: { hostname: string; gpu: IClusterGpu; stepS: number; end
       <div className="jp-GpuWidgets-clusterGpuHead">
         <span className="jp-GpuWidgets-ov-index">GPU {index}</span>
         <span className="jp-GpuWidgets-clusterGpuModel" title={[gpu.model, gpu.uuid, gpu.pci_bus_id].filter(Boolean).join('\n')}>
-          {shortName(gpu.model) ?? 'model not known'}
+          {modelText(gpu.model, simulated)}
         </span>
       </div>
       <div className="jp-GpuWidgets-clusterGpuNums">
@@ -113,4 +128,13 @@ function GpuLine(props: { hostname: string; gpu: IClusterGpu; stepS: number; end
       )}
     </li>
   );
+}
+
+/** The model, short; "Simulated" kept in front on a simulated host (the short name drops it). */
+export function modelText(model: string | null, simulated: boolean): string {
+  const short = shortName(model);
+  if (short === null) {
+    return simulated ? 'Simulated GPU' : 'model not known';
+  }
+  return simulated && !/\bsimulated\b/i.test(short) ? `Simulated ${short}` : short;
 }

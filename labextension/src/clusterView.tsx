@@ -26,6 +26,7 @@ import { HostDetail } from './clusterHost';
 import { ClusterModel } from './clusterModel';
 import { formatClock } from './format';
 import { IPalette } from './palette';
+import { SIMULATED_HINT } from './tokens';
 
 /** Which view the GPU panel shows. */
 export type PanelView = 'local' | 'cluster';
@@ -240,6 +241,15 @@ function SortHeader(props: {
   );
 }
 
+/** The local sidebar's mark of simulated GPUs, on a host whose export says its GPUs are simulated. */
+export function SimulatedBadge(): JSX.Element {
+  return (
+    <span className="jp-GpuWidgets-badge" title={`Simulated GPUs: made-up readings (${SIMULATED_HINT} on that host)`}>
+      SIMULATED
+    </span>
+  );
+}
+
 /** One host: name, GPU counts and mean utilization; below, the max, memory, heat and power. */
 const HostRow = React.memo(function HostRow(props: {
   host: IClusterHost;
@@ -303,6 +313,12 @@ const HostRow = React.memo(function HostRow(props: {
           </>
         )}
       </span>
+      {host.simulated && (
+        // A line of its own: beside the name or "this server" it would cut them in a narrow panel.
+        <span role="gridcell" className="jp-GpuWidgets-hostSim">
+          <SimulatedBadge /> made-up readings
+        </span>
+      )}
     </div>
   );
 });

@@ -1,6 +1,7 @@
 /**
  * The sidebar's React views: the panel and one card per GPU (numbers, history charts, throttle
- * legend). The state messages are in stateMessage.tsx, processes and the spec card in cardDetails.tsx.
+ * legend). The state messages are in stateMessage.tsx, a card's rows in metricRow.tsx, its
+ * processes, MIG instances and spec card in cardDetails.tsx.
  *
  * Views only read the model; the one side effect, drawing a chart, happens in an effect.
  * Numbers carry ARIA roles (`meter` with `aria-valuenow`) so that tests and assistive
@@ -8,21 +9,22 @@
  */
 import * as React from 'react';
 
+import { cardMetrics } from './activity';
 import { Catalogue } from './catalogue';
-import { IChartData } from './chart';
 import { formatClock, formatDuration } from './format';
-import { chartRange, formatValue, metricReading, NOT_AVAILABLE, unavailableReason } from './metrics';
 import { IGpu } from './gpus';
 import { GpuModel } from './model';
 import { IPalette } from './palette';
-import { episodeReasons, IDeviceColumns, IEpisode, lostEpisodes, throttleEpisodes } from './series';
-import { IDLE_REASON, IMetricInfo, SIMULATED_HINT } from './tokens';
+import { episodeReasons, IEpisode, lostEpisodes, throttleEpisodes } from './series';
+import { IMetricInfo, SIMULATED_HINT } from './tokens';
 
-import { ProcessList, SpecCard } from './cardDetails';
+import { MigList, ProcessList, SpecCard } from './cardDetails';
+import { CopyFreeGpus } from './freeGpus';
+import { IKernelActions } from './processActions';
+import { MetricRow } from './metricRow';
 import { StateMessage } from './stateMessage';
 import { Overview } from './overviewTable';
-import { Chart } from './chartView';
-import { rangeLabels, timeSpan } from './axes';
+import { timeSpan } from './axes';
 
 /** What every view below needs from the sidebar widget. */
 export interface IViewContext {
@@ -32,6 +34,12 @@ export interface IViewContext {
   palette: IPalette;
   /** Open a file of the server's root in JupyterLab (a process's notebook). */
   openPath: (path: string) => void;
+  /** Interrupt, restart or shut down a kernel from its process rows (absent: no buttons). */
+  kernelActions?: IKernelActions | null;
+  /** Put text on the clipboard (absent: no copy button). */
+  copy?: ((text: string) => void) | null;
+  /** A GPU to show (an alert's "Show GPU"); `seq` tells two requests for the same GPU apart. */
+  focus?: { index: number; seq: number } | null;
 }
 
 /** The whole sidebar body. */
@@ -53,6 +61,13 @@ export function SidebarView(props: IViewContext): JSX.Element {
     setPicked(add ? (now.includes(index) ? now.filter(i => i !== index) : [...now, index]) : [index]);
     setScrollTo(index);
   };
+  const focus = props.focus;
+  React.useEffect(() => {
+    if (focus) {
+      setPicked([focus.index]);
+      setScrollTo(focus.index);
+    }
+  }, [focus?.seq]);
   React.useEffect(() => {
     // After the click's render: bring the card into view.
     if (scrollTo !== null) {
@@ -76,6 +91,7 @@ export function SidebarView(props: IViewContext): JSX.Element {
                   .join(' · ')}
           </span>
         )}
+        {props.copy && showCards && <CopyFreeGpus gpus={gpus} copy={props.copy} />}
       </header>
       {model.simulated && (
         <div className="jp-GpuWidgets-simulatedNote" role="note">
@@ -154,8 +170,11 @@ function GpuCard(props: { gpu: IGpu; catalogue: Catalogue; ctx: IViewContext }):
   const episodes: IEpisode[] = cols ? [...throttleEpisodes(tl.t, cols.throttle, order), ...lostEpisodes(tl.t, cols.lost)] : [];
   const latestT = tl.last;
   const span = timeSpan(tl.t, model.historyWindowS);
+  const rows = cardMetrics(ctx.metrics, catalogue.sidebar);
+  const ref = useOnScreen(gpu.index, model);
   return (
     <section
+      ref={ref}
       className={`jp-GpuWidgets-card${gpu.lost ? ' jp-mod-lost' : ''}`}
       role="region"
       aria-label={label}
@@ -197,7 +216,7 @@ function GpuCard(props: { gpu: IGpu; catalogue: Catalogue; ctx: IViewContext }):
       )}
       {showSpec && <SpecCard id={specId} index={gpu.index} info={gpu.info} />}
       <div className="jp-GpuWidgets-metrics">
-        {ctx.metrics.map(metric => (
+        {rows.map(metric => (
           <MetricRow
             key={metric.id}
             metric={metric}
@@ -207,7 +226,8 @@ function GpuCard(props: { gpu: IGpu; catalogue: Catalogue; ctx: IViewContext }):
             times={tl.t}
             span={span}
             episodes={episodes}
-            ctx={ctx}
+            model={model}
+            palette={ctx.palette}
           />
         ))}
       </div>
@@ -218,84 +238,36 @@ function GpuCard(props: { gpu: IGpu; catalogue: Catalogue; ctx: IViewContext }):
         </div>
       )}
       <Legend episodes={episodes} catalogue={catalogue} />
-      <ProcessList gpu={gpu} openPath={ctx.openPath} />
+      <MigList gpu={gpu} />
+      <ProcessList gpu={gpu} openPath={ctx.openPath} actions={ctx.kernelActions} gpus={model.gpus} />
     </section>
   );
 }
 
-/** One metric: its label, its number (a meter) and its history chart. */
-function MetricRow(props: {
-  metric: IMetricInfo;
-  catalogue: Catalogue;
-  gpu: IGpu;
-  cols: IDeviceColumns | null;
-  times: readonly number[];
-  span: [number, number] | null;
-  episodes: readonly IEpisode[];
-  ctx: IViewContext;
-}): JSX.Element {
-  const { metric, catalogue, gpu, cols, times, span, episodes, ctx } = props;
-  const reading = metricReading(metric, gpu.latest);
-  // A null value the server explains: say "n/a" and why (only while the GPU answers; a lost
-  // GPU says so on its card).
-  const reason = gpu.lost ? null : unavailableReason(metric, reading, gpu.unavailable);
-  const text = reason !== null ? NOT_AVAILABLE : reading.text;
-  const labelId = `jp-GpuWidgets-${gpu.index}-${metric.id}`;
-  const reasonId = `jp-GpuWidgets-${gpu.index}-${metric.id}-reason`;
-  let data: IChartData | null = null;
-  if (cols && span) {
-    const [yMin, yMax] = chartRange(metric, cols, gpu.info);
-    data = {
-      t: times,
-      // A field this server does not send is drawn as "no reading" throughout.
-      y: cols.values[metric.field] ?? times.map(() => null),
-      xMin: span[0],
-      xMax: span[1],
-      yMin,
-      yMax,
-      episodes,
-      format: v => formatValue(metric, v),
-      markersAt: i => {
-        const out = (cols.throttle[i] ?? []).filter(r => r !== IDLE_REASON);
-        return (cols.lost[i] ? [...out, 'lost'] : out).map(r => catalogue.throttleLabel(r));
-      },
-      kindOf: reason => catalogue.episodeKind(reason)
+/**
+ * Tells the model whether this card is on screen (GPM figures are asked for only then). Where
+ * the browser cannot tell (no IntersectionObserver), a mounted card counts as seen.
+ */
+function useOnScreen(index: number, model: GpuModel): React.RefObject<HTMLElement> {
+  const ref = React.useRef<HTMLElement>(null);
+  React.useEffect(() => {
+    const node = ref.current;
+    if (!node || typeof IntersectionObserver === 'undefined') {
+      model.setCardVisible(index, true);
+      return () => model.setCardVisible(index, false);
+    }
+    const observer = new IntersectionObserver(entries => {
+      for (const entry of entries) {
+        model.setCardVisible(index, entry.isIntersecting);
+      }
+    });
+    observer.observe(node);
+    return () => {
+      observer.disconnect();
+      model.setCardVisible(index, false);
     };
-  }
-  return (
-    <div className={`jp-GpuWidgets-metric jp-GpuWidgets-metric-${metric.id}`} data-metric={metric.id}>
-      <div className="jp-GpuWidgets-metricHead">
-        <span className="jp-GpuWidgets-metricLabel" id={labelId} title={reading.help}>
-          {reading.label}
-        </span>
-        <span
-          className="jp-GpuWidgets-metricValue"
-          role="meter"
-          aria-labelledby={labelId}
-          aria-valuenow={reading.value ?? undefined}
-          aria-valuemin={0}
-          aria-valuemax={reading.max ?? undefined}
-          aria-valuetext={reason !== null ? `${text}: ${reason}` : text}
-          aria-describedby={reason !== null ? reasonId : undefined}
-          title={reason ?? undefined}
-        >
-          {text}
-        </span>
-      </div>
-      {reason !== null && (
-        <div className="jp-GpuWidgets-metricReason" id={reasonId} title={reason}>
-          {reason}
-        </div>
-      )}
-      <Chart
-        data={data}
-        palette={ctx.palette}
-        label={reading.label}
-        windowS={ctx.model.historyWindowS}
-        range={data ? rangeLabels(metric, data.yMin, data.yMax) : null}
-      />
-    </div>
-  );
+  }, [index, model]);
+  return ref;
 }
 
 /** What the shaded bands mean; only reasons that occur in the window are listed. */

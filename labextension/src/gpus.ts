@@ -1,7 +1,8 @@
 /** The GPUs as the sidebar's views show them, built from what the model has read. */
+import { withLive } from './activity';
 import { ILatestValues } from './format';
 import { Timeline } from './series';
-import { IAttributedProcess, IDeviceInfo, IProcesses, IUnavailable } from './tokens';
+import { IAttributedProcess, IDeviceInfo, IDeviceSample, IProcesses, IUnavailable } from './tokens';
 
 /** One GPU as the views show it. */
 export interface IGpu {
@@ -25,6 +26,11 @@ export interface IGpu {
    * newest samples answer that included this GPU; empty when none is known.
    */
   unavailable: IUnavailable;
+  /**
+   * The GPU in the newest `samples/latest?gpm=1` answer (asked only while a card is on screen):
+   * its MIG instances; its GPM figures are laid over `latest`. Null when not asked.
+   */
+  live: IDeviceSample | null;
 }
 
 /**
@@ -35,7 +41,8 @@ export function buildGpus(
   tl: Timeline,
   devices: ReadonlyMap<number, IDeviceInfo>,
   processes: IProcesses | null,
-  unavailable: ReadonlyMap<number, IUnavailable>
+  unavailable: ReadonlyMap<number, IUnavailable>,
+  live: ReadonlyMap<number, IDeviceSample> = new Map()
 ): IGpu[] {
   const n = tl.length;
   const indices = new Set<number>([...tl.devices.keys(), ...devices.keys()]);
@@ -44,6 +51,8 @@ export function buildGpus(
   for (const index of [...indices].sort((a, b) => a - b)) {
     const cols = tl.devices.get(index);
     const info = devices.get(index) ?? null;
+    const now = live.get(index) ?? null;
+    let why = unavailable.get(index) ?? {};
     let latest: ILatestValues | null = null;
     let lost = info?.status === 'lost';
     if (cols && n) {
@@ -54,7 +63,9 @@ export function buildGpus(
         // The spec card knows some limits (memory total, power limit) when a sample does not.
         values[field] = column[i] ?? infoValue(info, field);
       }
-      latest = { index, lost, values };
+      const merged = withLive(values, why, now);
+      why = merged.unavailable;
+      latest = { index, lost, values: merged.values };
     }
     const p = procs.get(index);
     out.push({
@@ -67,7 +78,8 @@ export function buildGpus(
       latestTimestamp: latest ? tl.t[n - 1] : null,
       processes: p?.processes ?? null,
       processesUnavailable: p && p.processes === null ? p.unavailable['processes'] ?? 'not available' : null,
-      unavailable: unavailable.get(index) ?? {}
+      unavailable: why,
+      live: now
     });
   }
   return out;

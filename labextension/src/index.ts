@@ -3,14 +3,16 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette, IThemeManager } from '@jupyterlab/apputils';
+import { Clipboard, ICommandPalette, IThemeManager } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { IFormRendererRegistry } from '@jupyterlab/ui-components';
 import { Signal } from '@lumino/signaling';
 
+import { Alerts } from './alerts';
 import { ClusterModel } from './clusterModel';
 import { gpuIcon } from './icons';
+import { KernelActions } from './kernelActions';
 import { metricsFieldRenderer } from './metricsField';
 import { GpuModel } from './model';
 import {
@@ -55,9 +57,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // Asked once: the Cluster switch shows only when the server has a Prometheus to read.
     const cluster = new ClusterModel();
     void cluster.probe();
+    // A shutdown from the panel: the processes are read again at once (the memory coming back).
+    const kernelActions = new KernelActions(app.serviceManager, () => void model.refreshProcesses());
     const sidebar = new GpuSidebar({
       model,
       cluster,
+      kernelActions,
+      copy: text => Clipboard.copyToSystem(text),
       openPath: path => void app.commands.execute('docmanager:open', { path }),
       themeChanged: themeManager?.themeChanged ?? null
     });
@@ -72,6 +78,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: open
     });
     palette?.addItem({ command: CommandIDs.open, category: 'GPU' });
+
+    // Every tab polls the server's alerts, with the sidebar open or not (alerts.ts).
+    const alerts = new Alerts({
+      showGpu: index => {
+        open();
+        sidebar.showGpu(index);
+      },
+      kernelActions,
+      gpus: () => model.gpus
+    });
 
     let showStatusBar = true;
     const statusBarChanged = new Signal<GpuModel, void>(model);
@@ -108,6 +124,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
               statusBarChanged.emit();
             }
             model.setStatusBarActive(Boolean(statusBar) && showStatusBar);
+            void alerts.applySetting(settings.get('alerts').composite);
           };
           apply();
           settings.changed.connect(apply);

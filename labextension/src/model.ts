@@ -13,8 +13,9 @@
  *   `pointCap`, the whole window is asked for again (bounded by `max_points`);
  * - `devices` (the spec cards) once, and again when the set of GPUs or a GPU's lost state
  *   changes (the server re-reads a card when a GPU comes back);
- * - `processes` at a slower cadence, and only while the panel is visible.
- *
+ * - `processes` at a slower cadence, only while the panel is visible (`refreshProcesses` now);
+ * - `samples/latest?gpm=1` only while a GPU card is on screen (liveSample.ts: GPM figures,
+ *   per-process use and MIG instances are read by the server only while someone looks).
  * The panel polls at the refresh interval while it is visible; when only the status-bar
  * item needs data it polls `samples?since` every few seconds (cheap, and the history stays
  * current for when the panel opens); with neither it stands by.
@@ -26,9 +27,10 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { Catalogue, parseCatalogue } from './catalogue';
 import { buildGpus, IGpu } from './gpus';
 import { stateFromError, stateFromStatus } from './monitorState';
-import { MAX_BACKOFF_MS, MAX_MAX_POINTS, MIN_MAX_POINTS, MIN_PROCESS_INTERVAL_MS, STATUS_BAR_INTERVAL_MS } from './pollLimits';
+import { MAX_MAX_POINTS, MIN_MAX_POINTS, MIN_PROCESS_INTERVAL_MS, pollFrequency } from './pollLimits';
 import { requestAPI } from './request';
 import { History, ISamplesQuery } from './history';
+import { LiveSample } from './liveSample';
 import { Timeline } from './series';
 import {
   DEFAULT_HISTORY_WINDOW_S,
@@ -72,7 +74,7 @@ export class GpuModel implements IDisposable {
     this._poll = new Poll<void, unknown, 'standby'>({
       auto: false,
       factory: () => this._update(),
-      frequency: this._frequency(),
+      frequency: pollFrequency(this._panelVisible, this._refreshMs),
       name: 'gpu-widgets:model',
       standby: () => (this._panelVisible || this._statusBarActive ? 'when-hidden' : true)
     });
@@ -114,13 +116,8 @@ export class GpuModel implements IDisposable {
     return this._gpus;
   }
 
-  get refreshIntervalMs(): number {
-    return this._refreshMs;
-  }
-
-  get historyWindowS(): number {
-    return this._history.windowS;
-  }
+  get refreshIntervalMs(): number { return this._refreshMs; }
+  get historyWindowS(): number { return this._history.windowS; }
 
   /** Points per GPU asked for when a long stretch of history is fetched. */
   get maxPoints(): number {
@@ -149,6 +146,12 @@ export class GpuModel implements IDisposable {
 
   get isDisposed(): boolean {
     return this._isDisposed;
+  }
+
+  /** Read the processes again at once (a kernel was shut down: its memory comes back). */
+  refreshProcesses(): Promise<void> {
+    this._processesAt = -Infinity;
+    return this.refresh();
   }
 
   /** Apply new settings live. */
@@ -181,6 +184,18 @@ export class GpuModel implements IDisposable {
     this._panelVisible = visible;
     this._syncPoll();
     if (visible && this._started) {
+      void this._poll.refresh();
+    }
+  }
+
+  /** Whether the GPM figures are asked for: the panel is shown with a GPU card on screen. */
+  get gpmWanted(): boolean {
+    return this._panelVisible && this._live.cardsVisible;
+  }
+
+  /** A GPU card entered or left the screen (GPM figures are asked for only while one shows). */
+  setCardVisible(index: number, visible: boolean): void {
+    if (this._live.setCardVisible(index, visible) && this.gpmWanted && this._started) {
       void this._poll.refresh();
     }
   }
@@ -225,18 +240,11 @@ export class GpuModel implements IDisposable {
 
   // -- polling ---------------------------------------------------------------------------
 
-  private _frequency(): { interval: number; backoff: boolean; max: number } {
-    const interval = this._panelVisible
-      ? this._refreshMs
-      : Math.max(this._refreshMs, STATUS_BAR_INTERVAL_MS);
-    return { interval, backoff: true, max: Math.max(MAX_BACKOFF_MS, interval) };
-  }
-
   private _syncPoll(): void {
     if (this._isDisposed) {
       return;
     }
-    this._poll.frequency = this._frequency();
+    this._poll.frequency = pollFrequency(this._panelVisible, this._refreshMs);
     if (this._autoPoll && !this._started && (this._panelVisible || this._statusBarActive)) {
       this._started = true;
       void this._poll.start();
@@ -283,10 +291,14 @@ export class GpuModel implements IDisposable {
       const now = this._now();
       const query = this._history.query(this.maxPoints, now);
       const wantProcesses = this._panelVisible && now - this._processesAt >= this.processIntervalMs;
+      if (!this.gpmWanted) {
+        this._live.clear();
+      }
       const [samples, devices, processes] = await Promise.all([
         requestAPI<ISamples>('samples', { since: query.since, max_points: query.max_points }),
         this._devicesStale ? requestAPI<IDevices>('devices') : Promise.resolve(null),
-        wantProcesses ? requestAPI<IProcesses>('processes') : Promise.resolve(null)
+        wantProcesses ? requestAPI<IProcesses>('processes') : Promise.resolve(null),
+        this.gpmWanted ? this._live.fetch() : null
       ]);
       if (this._isDisposed) {
         return;
@@ -356,7 +368,8 @@ export class GpuModel implements IDisposable {
   }
 
   private _emit(): void {
-    this._gpus = buildGpus(this._history.timeline, this._devices, this._processes, this._history.unavailable);
+    const h = this._history;
+    this._gpus = buildGpus(h.timeline, this._devices, this._processes, h.unavailable, this._live.devices);
     this._changed.emit();
   }
 
@@ -371,6 +384,7 @@ export class GpuModel implements IDisposable {
   private _inflight: Promise<void> | null = null;
   private _isDisposed = false;
   private _lastStatus: IStatus | null = null;
+  private _live = new LiveSample();
   private _now: () => number;
   private _panelVisible = false;
   private _poll: Poll<void, unknown, 'standby'>;

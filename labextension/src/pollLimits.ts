@@ -8,3 +8,12 @@ export const MIN_PROCESS_INTERVAL_MS = 2000;
 /** Bounds of `max_points` (2 points per chart pixel: min/max buckets). */
 export const MIN_MAX_POINTS = 120;
 export const MAX_MAX_POINTS = 2000;
+
+/**
+ * The model's poll period: the refresh interval while the panel is shown, else the status
+ * bar's slower one; failures back off up to MAX_BACKOFF_MS (or the interval, if longer).
+ */
+export function pollFrequency(panelVisible: boolean, refreshMs: number): { interval: number; backoff: boolean; max: number } {
+  const interval = panelVisible ? refreshMs : Math.max(refreshMs, STATUS_BAR_INTERVAL_MS);
+  return { interval, backoff: true, max: Math.max(MAX_BACKOFF_MS, interval) };
+}

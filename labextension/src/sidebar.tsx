@@ -14,6 +14,7 @@ import { IViewContext, SidebarView } from './components';
 import { gpuIcon } from './icons';
 import { GpuModel } from './model';
 import { FALLBACK_PALETTE, IPalette, readPalette } from './palette';
+import { IKernelActions } from './processActions';
 import { MetricChoice } from './settings';
 
 export namespace GpuSidebar {
@@ -25,6 +26,10 @@ export namespace GpuSidebar {
     themeChanged?: ISignal<unknown, unknown> | null;
     /** The Cluster view's model; the switch shows once it says a Prometheus is configured. */
     cluster?: ClusterModel | null;
+    /** The kernel buttons of process rows (kernelActions.ts). */
+    kernelActions?: IKernelActions | null;
+    /** Copy text to the clipboard (the free GPUs' CUDA_VISIBLE_DEVICES). */
+    copy?: ((text: string) => void) | null;
   }
 }
 
@@ -43,6 +48,8 @@ export class GpuSidebar extends ReactWidget {
     this.node.setAttribute('aria-label', 'GPU Dashboard');
     this._model = options.model;
     this._openPath = options.openPath;
+    this._kernelActions = options.kernelActions ?? null;
+    this._copy = options.copy ?? null;
     this._model.changed.connect(this._onModelChanged, this);
     this._cluster = options.cluster ?? null;
     this._cluster?.changed.connect(this._onClusterChanged, this);
@@ -62,6 +69,12 @@ export class GpuSidebar extends ReactWidget {
     this._view = view;
     this._syncVisible();
     this.update();
+  }
+
+  /** Show this machine's view with `index`'s card (an alert's "Show GPU"; the caller reveals the panel). */
+  showGpu(index: number): void {
+    this._focus = { index, seq: (this._focus?.seq ?? 0) + 1 };
+    this.view = 'local';
   }
 
   /** The raw `metrics` setting, resolved against the server's catalogue when drawn. */
@@ -89,7 +102,10 @@ export class GpuSidebar extends ReactWidget {
       model: this._model,
       metrics: this._model.catalogue ? this._metrics.select(this._model.catalogue.sidebar) : [],
       palette: this._palette,
-      openPath: this._openPath
+      openPath: this._openPath,
+      kernelActions: this._kernelActions,
+      copy: this._copy,
+      focus: this._focus
     };
     const view = this.view;
     return (
@@ -169,6 +185,9 @@ export class GpuSidebar extends ReactWidget {
   }
 
   private _cluster: ClusterModel | null;
+  private _copy: ((text: string) => void) | null;
+  private _focus: { index: number; seq: number } | null = null;
+  private _kernelActions: IKernelActions | null;
   private _metrics = new MetricChoice();
   private _model: GpuModel;
   private _openPath: (path: string) => void;

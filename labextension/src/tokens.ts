@@ -59,6 +59,15 @@ export type Series = IDeviceHistory['utilization_gpu_percent'];
 /** `GET samples?since=&max_points=`: bounded by `max_points` (min/max buckets keep peaks). */
 export type ISamples = Schemas['Samples'];
 
+/** `GET samples/latest`: one sample of every GPU (with `?gpm=1`, GPM figures and per-process use). */
+export type ISnapshot = Schemas['Snapshot'];
+
+/** One GPU in `GET samples/latest`: the latest values, its processes and MIG instances. */
+export type IDeviceSample = Schemas['DeviceSample'];
+
+/** One MIG instance of a GPU in MIG mode, with the pids that run in it. */
+export type IMigInstance = Schemas['MigInstance'];
+
 /** `GET metrics`: the metric catalogue and the throttle reasons' words. */
 export type IMetricsCatalogue = Schemas['Metrics'];
 

@@ -56,7 +56,7 @@ GLOBAL_KEYS = frozenset(
 )
 GPU_FIELDS = frozenset(
     {
-        "name", "uuid",
+        "name", "uuid", "pci_bus_id",
         "memory_total", "memory_used", "memory_free", "memory_reserved",
         "util_gpu", "util_memory", "temperature", "fan",
         "power_mw", "power_limit_mw", "power_default_limit_mw", "energy_mj",

@@ -82,6 +82,17 @@ typedef struct {
     unsigned int memory;
 } nvmlUtilization_t;
 
+/* pynvml's nvmlPciInfo_t (the _v3 layout): bus ids as text, then their parts. */
+typedef struct {
+    char busIdLegacy[16]; /* "0000:18:00.0" */
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId; /* device id << 16 | vendor id */
+    unsigned int pciSubSystemId;
+    char busId[32]; /* "00000000:18:00.0", as nvidia-smi prints it */
+} nvmlPciInfo_t;
+
 typedef struct {
     unsigned int pid;
     unsigned long long usedGpuMemory;
@@ -186,6 +197,8 @@ _Static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "nvmlGpmMetricsGet_
     X(nvmlDeviceGetIndex)                         \
     X(nvmlDeviceGetName)                          \
     X(nvmlDeviceGetUUID)                          \
+    X(nvmlDeviceGetPciInfo_v3)                    \
+    X(nvmlDeviceGetPciInfo)                       \
     X(nvmlDeviceGetMemoryInfo)                    \
     X(nvmlDeviceGetMemoryInfo_v2)                 \
     X(nvmlDeviceGetUtilizationRates)              \
@@ -287,6 +300,7 @@ struct rows {
 struct gpu_cfg {
     char name[FAKE_STR_LEN];
     char uuid[FAKE_STR_LEN];
+    char pci_bus_id[FAKE_STR_LEN];
     unsigned long long memory_total;
     unsigned long long memory_used;
     struct opt_u64 memory_free; /* unset: total - used - reserved */
@@ -368,6 +382,7 @@ static const struct field global_fields[] = {
 static const struct field gpu_fields[] = {
     { "name", F_STR, offsetof(struct gpu_cfg, name), 0 },
     { "uuid", F_STR, offsetof(struct gpu_cfg, uuid), 0 },
+    { "pci_bus_id", F_STR, offsetof(struct gpu_cfg, pci_bus_id), 0 },
     ULL_FIELD(gpu_cfg, memory_total),
     ULL_FIELD(gpu_cfg, memory_used),
     { "memory_free", F_OPT_U64, offsetof(struct gpu_cfg, memory_free), ULLONG_MAX },
@@ -419,6 +434,8 @@ static void gpu_set_defaults(struct gpu_cfg *g, unsigned int index)
     snprintf(g->name, sizeof(g->name), "NVIDIA H100 80GB HBM3");
     /* Unique per index, same shape as a real UUID. */
     snprintf(g->uuid, sizeof(g->uuid), "GPU-00000000-0000-0000-0000-%012x", index);
+    /* One bus per GPU, as on a DGX: 0x18, 0x2a, 0x3c, ... */
+    snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "00000000:%02X:00.0", (0x18u + 0x12u * index) & 0xffu);
     g->memory_total = 85520809984ULL; /* 81559 MiB, what an H100 80GB reports */
     g->memory_used = 0;
     g->memory_reserved = 0;
@@ -1286,6 +1303,49 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsi
     const struct gpu_cfg *g = dev_begin(&c, FN_nvmlDeviceGetUUID, device);
     if (g)
         c.ret = copy_string(uuid, length, g->uuid);
+    return call_end(&c);
+}
+#endif
+
+static nvmlReturn_t fill_pci_info(const struct gpu_cfg *g, nvmlPciInfo_t *pci)
+{
+    unsigned int domain = 0, bus = 0, device = 0, function = 0;
+    if (!pci)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memset(pci, 0, sizeof(*pci));
+    /* A bus id the test made unparseable still comes back as text: the parts read 0. */
+    if (sscanf(g->pci_bus_id, "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4)
+        domain = bus = device = function = 0;
+    snprintf(pci->busId, sizeof(pci->busId), "%.31s", g->pci_bus_id);
+    snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.%X", domain & 0xffffu, bus & 0xffu,
+             device & 0xffu, function & 0xfu);
+    pci->domain = domain;
+    pci->bus = bus;
+    pci->device = device;
+    pci->pciDeviceId = 0x233010DEu; /* H100 SXM5, NVIDIA's vendor id */
+    pci->pciSubSystemId = 0x16C110DEu;
+    return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetPciInfo_v3
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    struct call c;
+    const struct gpu_cfg *g = dev_begin(&c, FN_nvmlDeviceGetPciInfo_v3, device);
+    if (g)
+        c.ret = fill_pci_info(g, pci);
+    return call_end(&c);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetPciInfo
+/* The unversioned name older bindings resolve; same layout in this fake. */
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    struct call c;
+    const struct gpu_cfg *g = dev_begin(&c, FN_nvmlDeviceGetPciInfo, device);
+    if (g)
+        c.ret = fill_pci_info(g, pci);
     return call_end(&c);
 }
 #endif

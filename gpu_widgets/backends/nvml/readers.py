@@ -162,6 +162,13 @@ def _compute_capability(nv: Any, h: Any, out: dict) -> None:
     out["compute_capability"] = f"{major}.{minor}"
 
 
+def _pci_bus_id(nv: Any, h: Any, out: dict) -> None:
+    # nvidia-smi's spelling ("00000000:18:00.0"): what dcgm-exporter's pci_bus_id label carries.
+    getter = getattr(nv, "nvmlDeviceGetPciInfo_v3", None) or _function(nv, "nvmlDeviceGetPciInfo")
+    bus_id = getter(h).busId
+    out["pci_bus_id"] = bus_id.decode("utf-8", "replace") if isinstance(bus_id, bytes) else str(bus_id)
+
+
 def _mig(nv: Any, h: Any, out: dict) -> None:
     current, _pending = nv.nvmlDeviceGetMigMode(h)
     out["mig_mode"] = "enabled" if current else "disabled"
@@ -202,6 +209,7 @@ STATIC_QUERIES: tuple[Query, ...] = (
     Query("pcie_gen", ("pcie_max_generation",), _call("nvmlDeviceGetMaxPcieLinkGeneration", "pcie_max_generation")),
     Query("pcie_width", ("pcie_max_width",), _call("nvmlDeviceGetMaxPcieLinkWidth", "pcie_max_width")),
     Query("compute_capability", ("compute_capability",), _compute_capability),
+    Query("pci_bus_id", ("pci_bus_id",), _pci_bus_id),
     Query("mig", ("mig_mode",), _mig),
     Query("mig_devices", ("mig_device_uuids",), _mig_devices),
 )

@@ -69,7 +69,7 @@ function rows(html: string): { [id: string]: { label: string; text: string; char
 describe('GPU cards from the metric catalogue', () => {
   it('draws today\'s metrics with the catalogue\'s words, in its order', async () => {
     const r = rows(render(await modelWith([])));
-    expect(Object.keys(r)).toEqual(['utilization', 'memory', 'memory_controller', 'temperature', 'power']);
+    expect(Object.keys(r)).toEqual(['utilization', 'sm_active', 'tensor_active', 'memory', 'memory_controller', 'temperature', 'power']);
     expect(r.utilization).toEqual({ label: 'GPU busy', text: '50 %', chart: 'GPU busy over the last 10 min', points: 5 });
     expect(r.memory.text).toBe('37 / 141 GiB');
     expect(r.power.text).toBe('300 / 700 W');
@@ -80,7 +80,7 @@ describe('GPU cards from the metric catalogue', () => {
     const model = await modelWith([clock]);
     const html = render(model);
     const r = rows(html);
-    expect(Object.keys(r)).toEqual(['utilization', 'memory', 'memory_controller', 'temperature', 'power', 'sm_clock']);
+    expect(Object.keys(r)).toEqual(['utilization', 'sm_active', 'tensor_active', 'memory', 'memory_controller', 'temperature', 'power', 'sm_clock']);
     expect(r.sm_clock).toEqual({ label: 'SM clock', text: '1.98 GHz', chart: 'SM clock over the last 10 min', points: 5 });
     expect(html).toContain('title="SM clock: what it means."'); // the help as the label's tooltip
     expect(html).toMatch(/role="meter" aria-labelledby="jp-GpuWidgets-0-sm_clock" aria-valuenow="1980"/);

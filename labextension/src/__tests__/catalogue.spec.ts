@@ -9,7 +9,7 @@ describe('Catalogue', () => {
     const fan = metricInfo('fan', 'fan_percent', 'Fan', '%', { views: ['dashboard'] });
     const c = catalogue([fan]);
     expect(c.metrics.map(m => m.id)).toContain('fan');
-    expect(c.sidebar.map(m => m.id)).toEqual(['utilization', 'memory', 'memory_controller', 'temperature', 'power']);
+    expect(c.sidebar.map(m => m.id)).toEqual(['utilization', 'sm_active', 'tensor_active', 'memory', 'memory_controller', 'temperature', 'power']);
     // The columns the history keeps: each metric's field, the fields its chart top follows,
     // and what the status bar reads.
     expect(c.fields().sort()).toEqual(
@@ -18,7 +18,9 @@ describe('Catalogue', () => {
         'memory_used_bytes',
         'power_limit_w',
         'power_w',
+        'sm_active_percent',
         'temperature_c',
+        'tensor_active_percent',
         'utilization_gpu_percent',
         'utilization_memory_percent'
       ].sort()
@@ -57,7 +59,7 @@ describe('parseCatalogue', () => {
   const withMetric = (patch: object): unknown => ({ ...body, metrics: [{ ...body.metrics[0], ...patch }] });
 
   it('accepts what the server serves', () => {
-    expect(parseCatalogue(JSON.parse(JSON.stringify(body))).sidebar).toHaveLength(5);
+    expect(parseCatalogue(JSON.parse(JSON.stringify(body))).sidebar).toHaveLength(7);
   });
 
   it('names what is wrong with an answer it cannot use', () => {

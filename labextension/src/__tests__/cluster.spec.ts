@@ -7,6 +7,7 @@ import {
   formatPower,
   historyPoints,
   IClusterHost,
+  IClusterTotals,
   parseOverview,
   problemText,
   sortHosts,
@@ -36,8 +37,18 @@ describe('parseOverview', () => {
       memUsedGiB: 120.5,
       memTotalGiB: 640,
       tempMaxC: 71,
-      powerW: 1800.5
+      powerW: 1800.5,
+      simulated: false
     });
+  });
+
+  it('reads which hosts are simulated; an older server without the column has none', () => {
+    const [sim, real] = hosts([hostRow({ hostname: 'sim', simulated: true }), hostRow({ hostname: 'real' })]);
+    expect(sim.simulated).toBe(true);
+    expect(real.simulated).toBe(false);
+    const columns = HOST_COLUMNS.filter(c => c !== 'simulated');
+    const [old] = parseOverview(overview([hostRow({ hostname: 'old' }, columns)], { host_columns: columns })).hosts;
+    expect(old.simulated).toBe(false);
   });
 
   it('does not depend on the order of the columns, and ignores columns it does not know', () => {
@@ -60,7 +71,7 @@ describe('parseOverview', () => {
   it('says what is wrong with a body that is not an overview', () => {
     expect(() => parseOverview({ status: 'fine' })).toThrow(/"status" must be one of ok, not_configured/);
     expect(() => parseOverview(null)).toThrow(/not a cluster overview/);
-    expect(() => parseOverview(overview([['a', true]]))).toThrow(/host row 0 has not the 13 values/);
+    expect(() => parseOverview(overview([['a', true]]))).toThrow(/host row 0 has not the 14 values/);
     expect(() => parseOverview(overview([['a']], { host_columns: ['name'] }))).toThrow(/no "hostname"/);
   });
 
@@ -133,10 +144,22 @@ describe('words', () => {
   });
 
   it('writes the totals line, from the server totals or from the rows', () => {
-    const totals = { hosts: 2, gpus: 16, stale_hosts: 0, busy_gpus: 3, free_gpus: 12 };
+    const totals = { hosts: 2, gpus: 16, stale_hosts: 0, busy_gpus: 3, free_gpus: 12, simulated_hosts: 0 };
     expect(totalsText(totals)).toBe('2 hosts · 16 GPUs · 3 busy · 12 free');
     const rows = hosts([hostRow({ hostname: 'a', gpu_count: 1, busy_gpus: 1, free_gpus: 0 }), hostRow({ hostname: 'b', stale: true })]);
     expect(totalsText(totalsOf(rows))).toBe('2 hosts · 9 GPUs · 1 busy · 0 free · 1 stale');
+  });
+
+  it('counts simulated hosts in the totals line, only when there are some', () => {
+    expect(totalsText({ hosts: 3, gpus: 5, stale_hosts: 1, busy_gpus: 1, free_gpus: 2, simulated_hosts: 2 })).toBe(
+      '3 hosts · 5 GPUs · 1 busy · 2 free · 1 stale · 2 simulated'
+    );
+    const rows = hosts([hostRow({ hostname: 'a', simulated: true }), hostRow({ hostname: 'b' })]);
+    expect(totalsOf(rows).simulated_hosts).toBe(1);
+    expect(totalsText(totalsOf(rows))).toMatch(/ · 1 simulated$/);
+    // An older server's totals have no count: nothing is said rather than a made-up 0.
+    const old = { hosts: 1, gpus: 8, stale_hosts: 0, busy_gpus: 3, free_gpus: 5 } as unknown as IClusterTotals;
+    expect(totalsText(old)).toBe('1 host · 8 GPUs · 3 busy · 5 free');
   });
 
   it('writes power, memory and problems short', () => {

@@ -18,7 +18,8 @@ export const HOST_COLUMNS = [
   'memory_used_gib',
   'memory_total_gib',
   'temperature_max_c',
-  'power_w'
+  'power_w',
+  'simulated'
 ];
 
 /** One host row; values by column name, in HOST_COLUMNS order unless `columns` says otherwise. */
@@ -35,7 +36,8 @@ export function hostRow(values: { [column: string]: unknown }, columns: readonly
     memory_used_gib: 120.5,
     memory_total_gib: 640,
     temperature_max_c: 71,
-    power_w: 1800.5
+    power_w: 1800.5,
+    simulated: false
   };
   return columns.map(c => (c in values ? values[c] : defaults[c] ?? null));
 }
@@ -84,6 +86,7 @@ export function hostDetail(hostname: string, gpus = 2, changes: Partial<ICluster
     current: hostname === 'node-a',
     stale: false,
     age_s: 0.8,
+    simulated: false,
     history_step_s: 15,
     gpus: Array.from({ length: gpus }, (_, i) => ({
       gpu: String(i),

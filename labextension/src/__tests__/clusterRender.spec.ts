@@ -13,8 +13,8 @@ import { MockApi } from './utils';
 // react-dom (JupyterLab's) comes without its types here: the one function used.
 const { renderToString } = require('react-dom/server') as { renderToString: (el: React.ReactElement) => string };
 
-async function rendered(body: unknown): Promise<string> {
-  const api = new MockApi({ cluster: { body: q => (q.host ? hostDetail(String(q.host)) : body) } });
+async function rendered(body: unknown, detail: (host: string) => unknown = host => hostDetail(host)): Promise<string> {
+  const api = new MockApi({ cluster: { body: q => (q.host ? detail(String(q.host)) : body) } });
   const m = new ClusterModel({ request: api.handler as RequestFn });
   m.setVisible(true);
   await m.refresh();
@@ -62,6 +62,25 @@ describe('ClusterView', () => {
     expect(count(html, /class="jp-GpuWidgets-clusterGpu"/g)).toBe(4);
     expect(html).toContain('1.8 kW');
     expect(html).not.toContain('Filter hosts'); // two hosts need no filter
+  });
+
+  it('marks a simulated host with the SIMULATED badge and its GPUs as simulated, and counts it', async () => {
+    const html = await rendered(
+      overview(
+        [hostRow({ hostname: 'node-a', simulated: true }), hostRow({ hostname: 'node-b' })],
+        { totals: { hosts: 2, gpus: 16, stale_hosts: 0, busy_gpus: 6, free_gpus: 10, simulated_hosts: 1 } }
+      ),
+      host => hostDetail(host, 2, { simulated: host === 'node-a' })
+    );
+    const row = (name: string): string => html.match(new RegExp(`data-host="${name}"[\\s\\S]*?</div>`))![0];
+    expect(row('node-a')).toMatch(/class="jp-GpuWidgets-badge"[^>]*>SIMULATED<\/span> made-up readings/);
+    expect(row('node-b')).not.toContain('SIMULATED');
+    expect(html).toContain('2 hosts · 16 GPUs · 6 busy · 10 free · 1 simulated');
+    // The detail's GPU lines keep the word the short model name drops.
+    const detail = (name: string): string => html.match(new RegExp(`aria-label="GPUs of ${name}"[\\s\\S]*?</ul>`))![0];
+    expect(count(detail('node-a'), /Simulated H100 80GB HBM3/g)).toBe(2);
+    expect(detail('node-b')).not.toContain('Simulated');
+    expect(count(detail('node-b'), />H100 80GB HBM3</g)).toBe(2);
   });
 
   it('says why Prometheus cannot be read', async () => {

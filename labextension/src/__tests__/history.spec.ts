@@ -26,6 +26,8 @@ describe('GpuModel: the metric catalogue', () => {
     expect(api.calls.map(c => c.endpoint).slice(0, 3)).toEqual(['status', 'metrics', 'samples']);
     expect(model.catalogue!.sidebar.map(x => x.id)).toEqual([
       'utilization',
+      'sm_active',
+      'tensor_active',
       'memory',
       'memory_controller',
       'temperature',
@@ -37,7 +39,9 @@ describe('GpuModel: the metric catalogue', () => {
         'memory_used_bytes',
         'power_limit_w',
         'power_w',
+        'sm_active_percent',
         'temperature_c',
+        'tensor_active_percent',
         'utilization_gpu_percent',
         'utilization_memory_percent'
       ].sort()

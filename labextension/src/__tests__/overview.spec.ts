@@ -32,6 +32,7 @@ function gpu(index: number, values: { [field: string]: number | null } = {}, ext
     processes: [],
     processesUnavailable: null,
     unavailable: {},
+    live: null,
     ...extra
   };
 }

@@ -52,9 +52,9 @@ describe('MetricChoice (the `metrics` setting)', () => {
 
   it('shows every metric the catalogue offers while unset, in the catalogue\'s order', () => {
     const choice = new MetricChoice(() => undefined);
-    expect(ids(choice)).toEqual(['utilization', 'memory', 'memory_controller', 'temperature', 'power', 'made_up']);
+    expect(ids(choice)).toEqual(['utilization', 'sm_active', 'tensor_active', 'memory', 'memory_controller', 'temperature', 'power', 'made_up']);
     choice.setting = 'utilization'; // not a list
-    expect(ids(choice)).toHaveLength(6);
+    expect(ids(choice)).toHaveLength(8);
     choice.setting = ['made_up', 'power', 'utilization'];
     expect(ids(choice)).toEqual(['utilization', 'power', 'made_up']);
     choice.setting = [];
@@ -69,7 +69,7 @@ describe('MetricChoice (the `metrics` setting)', () => {
     expect(ids(choice)).toEqual(['power']); // drawn again: no second warning
     expect(warnings).toEqual([
       'gpu-widgets: the `metrics` setting names "bogus", which the server\'s metric catalogue does not offer ' +
-        '(ignored). It offers: utilization, memory, memory_controller, temperature, power, made_up.'
+        '(ignored). It offers: utilization, sm_active, tensor_active, memory, memory_controller, temperature, power, made_up.'
     ]);
     choice.setting = ['power', 'bogus', 'other'];
     ids(choice);
@@ -114,7 +114,14 @@ describe('the metrics checkboxes of the Settings Editor', () => {
   });
 
   it('ticks and clears a box in the catalogue order, keeping ids the server does not offer', () => {
-    expect(toggled(undefined, 'power', false, offered)).toEqual(['utilization', 'memory', 'memory_controller', 'temperature']);
+    expect(toggled(undefined, 'power', false, offered)).toEqual([
+      'utilization',
+      'sm_active',
+      'tensor_active',
+      'memory',
+      'memory_controller',
+      'temperature'
+    ]);
     expect(toggled(['power'], 'utilization', true, offered)).toEqual(['utilization', 'power']);
     expect(toggled(['gone', 'power'], 'power', false, offered)).toEqual(['gone']);
     expect(toggled([], 'memory', true, offered)).toEqual(['memory']);

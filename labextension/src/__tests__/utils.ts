@@ -120,12 +120,22 @@ export function metricInfo(
 
 /**
  * `GET metrics` as the server answers it today (gpu_widgets.metrics.catalogue.catalogue_json);
- * `extra` metrics are appended. The browser tests run the sidebar against the real one.
+ * `extra` metrics are appended; `gpm: false` answers as a server from before the GPM metrics.
+ * The browser tests run the sidebar against the real one.
  */
-export function catalogueBody(extra: IMetricInfo[] = []): IMetricsCatalogue {
+export function catalogueBody(extra: IMetricInfo[] = [], gpm = true): IMetricsCatalogue {
   return {
     metrics: [
       metricInfo('utilization', 'utilization_gpu_percent', 'GPU busy', '%', { y_max: 100 }),
+      ...(gpm
+        ? [
+            metricInfo('sm_active', 'sm_active_percent', 'SM active', '%', { y_max: 100 }),
+            metricInfo('tensor_active', 'tensor_active_percent', 'Tensor active', '%', {
+              y_max: 100,
+              views: ['sidebar', 'monitor', 'summary']
+            })
+          ]
+        : []),
       metricInfo('memory', 'memory_used_bytes', 'GPU memory', 'GiB', {
         scale: 1 / GIB,
         decimals: 1,
@@ -222,6 +232,7 @@ export function deviceInfo(index: number, overrides: Partial<IDeviceInfo> = {}):
     pcie_max_generation: 5,
     pcie_max_width: 16,
     compute_capability: '9.0',
+    pci_bus_id: `00000000:${String(index + 1).padStart(2, '0')}:00.0`,
     mig_mode: 'disabled',
     mig_device_uuids: [],
     unavailable: {},
@@ -241,6 +252,9 @@ export interface IPoint {
   power?: number | null;
   throttle?: string[] | null;
   lost?: boolean;
+  /** GPM figures: null (the default) as while nobody asks for them. */
+  smActive?: number | null;
+  tensorActive?: number | null;
 }
 
 /**
@@ -306,6 +320,10 @@ export class FakeHistory {
         performance_state: v(() => 0),
         pcie_tx_bytes_per_s: v(() => 0),
         pcie_rx_bytes_per_s: v(() => 0),
+        sm_active_percent: v(q => q.smActive ?? null),
+        sm_occupancy_percent: v(() => null),
+        tensor_active_percent: v(q => q.tensorActive ?? null),
+        dram_active_percent: v(() => null),
         throttle_reasons: p.map(q => (q.lost ? null : q.throttle === undefined ? ['gpu_idle'] : q.throttle)),
         lost: p.map(q => Boolean(q.lost)),
         unavailable: this.unavailable[d] ?? { fan_percent: 'not supported on this GPU (passively cooled)' }

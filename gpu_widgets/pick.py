@@ -1,0 +1,268 @@
+"""``pick_gpus()``: choose the least used GPUs for this process and point CUDA at them.
+
+Call it before anything in the process touches CUDA: CUDA reads ``CUDA_VISIBLE_DEVICES`` once, when
+it initialises, so a choice made later could not take effect (it raises instead). How it chooses,
+and why it writes what it writes: docs/pick_gpus.md.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from .backends import OK, Backend, open_backend
+from .backends.base import LOST
+from .sampling.snapshot import take
+from .sampling.visibility import cuda_visible_indices
+
+GIB = 1 << 30
+# NVML's utilization is the share of the driver's last sample period (1/6 s to 1 s) in which a kernel
+# ran, so a training loop waiting on its data loader can read 0 in one look. Two looks this far apart,
+# keeping the higher figure, make a busy GPU much less likely to pass for an idle one.
+LOOK_GAP_S = 0.5
+ENV_VISIBLE = "CUDA_VISIBLE_DEVICES"
+ENV_ORDER = "CUDA_DEVICE_ORDER"
+PCI_ORDER = "PCI_BUS_ID"  # NVML numbers GPUs in PCI bus order; with this, CUDA's indices agree
+
+# (what we wrote, what was there before): calling again with our own value in place chooses among the
+# GPUs visible before the first call, so re-running a notebook cell with another n works.
+_written: tuple[str, str | None] | None = None
+
+
+class PickGpusError(RuntimeError):
+    """pick_gpus() could not choose: too few GPUs qualify, no GPU here, or CUDA already started."""
+
+
+@dataclass
+class _Gpu:
+    """One GPU as both looks saw it."""
+
+    index: int
+    uuid: str | None
+    name: str | None
+    busy_percent: float | None = None
+    free_bytes: int | None = None
+    others_bytes: int = 0  # memory that other processes hold on it
+    others: int = 0
+    pids: set[int] = field(default_factory=set)
+    problem: str | None = None  # why it can never qualify (lost, MIG mode, hidden)
+    unknown: dict[str, str] = field(default_factory=dict)  # field -> why it could not be read
+
+    def describe(self) -> str:
+        busy = "busy ?" if self.busy_percent is None else f"busy {self.busy_percent:g} %"
+        free = "free ?" if self.free_bytes is None else f"{self.free_bytes / GIB:.1f} GiB free"
+        many = self.others != 1
+        held = f", {self.others} other process{'es hold' if many else ' holds'} {self.others_bytes / GIB:.1f} GiB"
+        return f"GPU {self.index} ({self.name or 'unnamed'}): {busy}, {free}{held if self.others else ''}"
+
+
+def pick_gpus(n: int = 1, *, min_free_memory_gib: float | None = None,
+              max_busy_percent: float | None = None) -> list[int]:
+    """Choose the ``n`` least used GPUs that qualify, make them this process's CUDA devices and return
+    their NVML indices, best first (``result[i]`` is the GPU that ``cuda:i`` will be).
+
+    Least used: least busy first (utilization), then most free memory, then the lower index.
+    ``min_free_memory_gib``: a GPU qualifies only with at least this much memory free (other processes'
+    memory counts as used). ``max_busy_percent``: only when at most this busy (0-100).
+
+    Sets ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and ``CUDA_VISIBLE_DEVICES`` to the chosen indices, or to
+    their UUIDs when ``CUDA_VISIBLE_DEVICES`` already named UUIDs. An existing ``CUDA_VISIBLE_DEVICES``
+    is respected: only the GPUs it makes visible are candidates.
+
+    Raises ``PickGpusError`` when fewer than ``n`` qualify (naming each GPU's failed condition and its
+    values), when there is no GPU (with NVML's reason), or when CUDA was already initialised in this
+    process; ``TypeError`` / ``ValueError`` for bad arguments.
+    """
+    n, min_free, max_busy = _checked(n, min_free_memory_gib, max_busy_percent)
+    _refuse_if_torch_started_cuda()
+    before = _visible_setting()
+    backend = open_backend()
+    try:
+        if backend.status != OK:
+            raise PickGpusError(f"no GPU to pick: {backend.reason}")
+        if backend.name == "simulated":
+            warnings.warn("pick_gpus() is choosing among SIMULATED GPUs (GPU_WIDGETS_BACKEND=simulated): "
+                          "CUDA_VISIBLE_DEVICES will name GPUs that exist only in gpu-widgets", UserWarning,
+                          stacklevel=2)
+        gpus = _look_twice(backend)
+        info = backend.device_info()
+    finally:
+        backend.close()
+    _refuse_if_this_process_uses_a_gpu(gpus)
+    _mark_mig(gpus, info)
+    as_uuids = _restrict_to_visible(gpus, before)
+    chosen = _choose(gpus, n, min_free, max_busy)
+    _write(chosen, as_uuids, before)
+    return [g.index for g in chosen]
+
+
+# -- arguments ----------------------------------------------------------------------------------
+def _number(name: str, value: Any, lo: float, hi: float) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"pick_gpus(): {name} must be a number or None, got {value!r}")
+    if not (math.isfinite(value) and lo <= value <= hi):
+        bound = f"between {lo:g} and {hi:g}" if hi != math.inf else f"at least {lo:g}"
+        raise ValueError(f"pick_gpus(): {name} must be {bound}, got {value!r}")
+    return float(value)
+
+
+def _checked(n: Any, min_free: Any, max_busy: Any) -> tuple[int, float | None, float | None]:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"pick_gpus(): n must be a whole number of GPUs, got {n!r}")
+    if n < 1:
+        raise ValueError(f"pick_gpus(): n must be at least 1, got {n}")
+    return (n, _number("min_free_memory_gib", min_free, 0.0, math.inf),
+            _number("max_busy_percent", max_busy, 0.0, 100.0))
+
+
+# -- CUDA already started? ----------------------------------------------------------------------
+_TOO_LATE = ("the choice could not take effect: CUDA reads CUDA_VISIBLE_DEVICES once, when it starts. "
+             "Restart the kernel (or process) and call pick_gpus() before anything uses the GPU.")
+
+
+def _refuse_if_torch_started_cuda() -> None:
+    # Only a torch that is already imported is asked: importing it here would cost seconds, and a
+    # torch imported later has not started CUDA yet.
+    torch = sys.modules.get("torch")
+    started = getattr(getattr(torch, "cuda", None), "is_initialized", None)
+    if callable(started) and started():
+        raise PickGpusError(f"PyTorch has already initialised CUDA in this process, so {_TOO_LATE}")
+
+
+def _refuse_if_this_process_uses_a_gpu(gpus: list[_Gpu]) -> None:
+    # Any framework (JAX, TensorFlow, CuPy, ...) that started CUDA shows up in NVML's process list. In a
+    # container NVML may list host pids, which then never match: documented as best effort.
+    mine = [g.index for g in gpus if os.getpid() in g.pids]
+    if mine:
+        where = ", ".join(map(str, mine))
+        raise PickGpusError(f"this process (pid {os.getpid()}) already holds memory on GPU {where}: "
+                            f"CUDA is initialised here, so {_TOO_LATE}")
+
+
+# -- reading the GPUs ---------------------------------------------------------------------------
+def _look_twice(backend: Backend) -> list[_Gpu]:
+    first = take(backend, time.time())["devices"]
+    time.sleep(LOOK_GAP_S)
+    second = take(backend, time.time())["devices"]
+    gpus = []
+    for a, b in zip(first, second):
+        gpu = _Gpu(index=b["index"], uuid=b.get("uuid") or a.get("uuid"), name=b.get("name") or a.get("name"))
+        for look in (a, b):
+            _fold(gpu, look)
+        gpus.append(gpu)
+    return gpus
+
+
+def _fold(gpu: _Gpu, look: dict[str, Any]) -> None:
+    """Add one look: the higher utilization, the lower free memory, and every process."""
+    if look.get("status") == LOST:
+        gpu.problem = f"lost ({look['unavailable'].get('utilization_gpu_percent', 'it stopped answering')})"
+        return
+    busy, free = look.get("utilization_gpu_percent"), look.get("memory_free_bytes")
+    if busy is not None:
+        gpu.busy_percent = busy if gpu.busy_percent is None else max(gpu.busy_percent, busy)
+    else:
+        gpu.unknown.setdefault("busy", look["unavailable"].get("utilization_gpu_percent", "not read"))
+    if free is not None:
+        gpu.free_bytes = free if gpu.free_bytes is None else min(gpu.free_bytes, free)
+    else:
+        gpu.unknown.setdefault("free memory", look["unavailable"].get("memory_free_bytes", "not read"))
+    procs = look.get("processes") or []
+    gpu.pids |= {p["pid"] for p in procs}
+    others = [p for p in procs if p["pid"] != os.getpid()]
+    held = sum(p.get("used_memory_bytes") or 0 for p in others)
+    if held >= gpu.others_bytes:  # the look in which others held more
+        gpu.others_bytes, gpu.others = held, len(others)
+
+
+def _mark_mig(gpus: list[_Gpu], info: list[dict[str, Any]]) -> None:
+    # CUDA runs on a MIG instance, never on a whole GPU in MIG mode.
+    for gpu, card in zip(gpus, info):
+        if card.get("mig_mode") == "enabled" and gpu.problem is None:
+            gpu.problem = "in MIG mode (pick_gpus chooses whole GPUs; name a MIG instance by its UUID instead)"
+
+
+# -- CUDA_VISIBLE_DEVICES -----------------------------------------------------------------------
+def _visible_setting() -> str | None:
+    """The CUDA_VISIBLE_DEVICES to respect: the one before our own earlier call, if ours is in place."""
+    value = os.environ.get(ENV_VISIBLE)
+    if _written is not None and value == _written[0]:
+        return _written[1]
+    return value
+
+
+def _restrict_to_visible(gpus: list[_Gpu], before: str | None) -> bool:
+    """Mark the GPUs CUDA_VISIBLE_DEVICES hides; True when it names GPUs by UUID (we answer in kind)."""
+    if before is None:
+        return False
+    if "MIG-" in before.upper():
+        raise PickGpusError(f"{ENV_VISIBLE}={before!r} names a MIG instance: a process uses one MIG instance, "
+                            "so there is nothing to pick; unset it to let pick_gpus() choose whole GPUs")
+    visible = cuda_visible_indices(before, [g.uuid for g in gpus]) or []
+    if not visible:
+        raise PickGpusError(f"{ENV_VISIBLE}={before!r} leaves this process no GPU (CUDA stops at the first "
+                            f"entry it cannot resolve); GPUs here: {', '.join(str(g.index) for g in gpus)}")
+    as_uuids = before.strip().upper().startswith("GPU-")
+    order = os.environ.get(ENV_ORDER, "")
+    if not as_uuids and order != PCI_ORDER and len({g.name for g in gpus}) > 1:
+        raise PickGpusError(f"{ENV_VISIBLE}={before!r} names GPUs by index while {ENV_ORDER} is "
+                            f"{order or 'unset'} on a machine with different GPU models, so CUDA numbers them "
+                            f"fastest first, not as NVML does: set {ENV_ORDER}={PCI_ORDER} or name them by UUID")
+    for gpu in gpus:
+        if gpu.index not in visible and gpu.problem is None:
+            gpu.problem = f"hidden by {ENV_VISIBLE}={before!r}"
+    return as_uuids
+
+
+def _write(chosen: list[_Gpu], as_uuids: bool, before: str | None) -> None:
+    global _written
+    value = ",".join(str(g.uuid) if as_uuids else str(g.index) for g in chosen)
+    os.environ[ENV_ORDER] = PCI_ORDER
+    os.environ[ENV_VISIBLE] = value
+    _written = (value, before)
+
+
+# -- choosing -----------------------------------------------------------------------------------
+def _failures(gpu: _Gpu, min_free: float | None, max_busy: float | None) -> list[str]:
+    if gpu.problem is not None:
+        return [gpu.problem]
+    failed = []
+    if max_busy is not None:
+        if gpu.busy_percent is None:
+            failed.append(f"utilization unknown ({gpu.unknown.get('busy')}), max_busy_percent={max_busy:g}")
+        elif gpu.busy_percent > max_busy:
+            failed.append(f"busy {gpu.busy_percent:g} % > max_busy_percent={max_busy:g}")
+    if min_free is not None:
+        if gpu.free_bytes is None:
+            failed.append(f"free memory unknown ({gpu.unknown.get('free memory')}), min_free_memory_gib={min_free:g}")
+        elif gpu.free_bytes < min_free * GIB:
+            failed.append(f"{gpu.free_bytes / GIB:.1f} GiB free < min_free_memory_gib={min_free:g}")
+    return failed
+
+
+def _rank(gpu: _Gpu) -> tuple[float, float, int]:
+    # A figure that could not be read ranks after every known one.
+    busy = math.inf if gpu.busy_percent is None else gpu.busy_percent
+    free = math.inf if gpu.free_bytes is None else -gpu.free_bytes
+    return busy, free, gpu.index
+
+
+def _choose(gpus: list[_Gpu], n: int, min_free: float | None, max_busy: float | None) -> list[_Gpu]:
+    failed = {g.index: why for g in gpus if (why := _failures(g, min_free, max_busy))}
+    fit = sorted((g for g in gpus if g.index not in failed), key=_rank)
+    if len(fit) >= n:
+        return fit[:n]
+    asked = [f"n={n}"] + [f"{k}={v:g}" for k, v in (("min_free_memory_gib", min_free),
+                                                      ("max_busy_percent", max_busy)) if v is not None]
+    lines = [f"pick_gpus({', '.join(asked)}): {len(fit)} of {len(gpus)} GPU{'s' if len(gpus) != 1 else ''} "
+             f"qualif{'ies' if len(fit) == 1 else 'y'}, {n} wanted"]
+    for g in gpus:
+        verdict = f"fails: {'; '.join(failed[g.index])}" if g.index in failed else "qualifies"
+        lines.append(f"  {g.describe()} -> {verdict}")
+    raise PickGpusError("\n".join(lines))

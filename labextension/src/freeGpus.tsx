@@ -1,0 +1,68 @@
+/**
+ * "Copy CUDA_VISIBLE_DEVICES" for the GPUs free now, defined as the Cluster view defines them
+ * (gpu_widgets/cluster/promql.py): busy under 10 % and under 10 % of its memory used.
+ *
+ * The indices are NVML's, which are in PCI bus order; CUDA numbers GPUs fastest first unless
+ * told otherwise, so the copied text sets `CUDA_DEVICE_ORDER=PCI_BUS_ID` with them (as
+ * `gpu_widgets.pick_gpus` does): on a machine of mixed GPUs the two orders differ.
+ */
+import * as React from 'react';
+
+import { IGpu } from './gpus';
+
+export const FREE_BUSY_PERCENT = 10;
+export const FREE_MEMORY_FRACTION = 0.1;
+
+export const FREE_RULE = `free: busy under ${FREE_BUSY_PERCENT} % and under ${FREE_MEMORY_FRACTION * 100} % of its memory used`;
+
+/** The GPUs free now, by index; a lost GPU or one with a value missing is not free. */
+export function freeGpuIndices(gpus: readonly IGpu[]): number[] {
+  return gpus
+    .filter(gpu => {
+      const v = gpu.latest?.values;
+      const util = v?.utilization_gpu_percent;
+      const used = v?.memory_used_bytes;
+      const total = v?.memory_total_bytes;
+      if (gpu.lost || typeof util !== 'number' || typeof used !== 'number' || typeof total !== 'number' || !total) {
+        return false;
+      }
+      return util < FREE_BUSY_PERCENT && used < FREE_MEMORY_FRACTION * total;
+    })
+    .map(gpu => gpu.index);
+}
+
+/** The text copied: `CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=2,5` (a shell prefix). */
+export function cudaVisibleDevices(indices: readonly number[]): string {
+  return `CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=${indices.join(',')}`;
+}
+
+/** The header's button; "copied" for a moment after a click. */
+export function CopyFreeGpus(props: { gpus: readonly IGpu[]; copy: (text: string) => void }): JSX.Element {
+  const free = freeGpuIndices(props.gpus);
+  const [copied, setCopied] = React.useState<string | null>(null);
+  React.useEffect(() => {
+    if (copied === null) {
+      return;
+    }
+    const timer = window.setTimeout(() => setCopied(null), 2000);
+    return () => window.clearTimeout(timer);
+  }, [copied]);
+  const text = cudaVisibleDevices(free);
+  const title = free.length
+    ? `Copy ${text} for the ${free.length} GPU(s) free now (${FREE_RULE}), to put before a command`
+    : `No GPU is free now (${FREE_RULE})`;
+  return (
+    <button
+      className="jp-GpuWidgets-copyFree jp-mod-styled"
+      disabled={!free.length}
+      title={title}
+      aria-label={free.length ? `Copy CUDA_VISIBLE_DEVICES=${free.join(',')}` : 'No free GPU to copy'}
+      onClick={() => {
+        props.copy(text);
+        setCopied(text);
+      }}
+    >
+      {copied ? 'Copied' : free.length ? `Copy free GPUs (${free.join(',')})` : 'No free GPU'}
+    </button>
+  );
+}

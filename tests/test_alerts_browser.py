@@ -1,0 +1,122 @@
+"""Alerts and kernel actions in a real JupyterLab and chromium (issue 16's proof).
+
+1. A scripted fault (GPU 1 lost for a few seconds) shows as one notification with its "Show GPU"
+   button, which stays one notification when the episode ends, and the button opens its card.
+2. A kernel started by the test (a real notebook session) holds memory on a fake-driver GPU; its
+   process row offers the kernel actions, "Shut down kernel" asks first (naming the notebook and
+   the memory), the kernel goes, and once the driver no longer lists it its memory leaves the panel.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psutil
+import pytest
+
+from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
+from .fake_nvml import fake_nvml_env
+from .lab_server import LabServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
+
+GIB = 1 << 30
+SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]'
+TOAST = ".Toastify__toast"
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:  # noqa: F811
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def test_a_lost_gpu_is_one_notification_with_its_action(page: Any, tmp_path: Any) -> None:
+    env = {"GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": "2",
+           "GPU_WIDGETS_SIMULATED_FAULTS": "lost:1@8-14"}
+    with LabServer(tmp_path / "lab", env=env, args=["--GpuWidgets.interval_s=0.2"]) as lab:
+        page.goto(lab.lab_url(), timeout=60_000)
+        page.locator(SIDEBAR_TAB).wait_for(timeout=60_000)
+        # The sidebar stays closed: the alert comes all the same.
+        lost = page.locator(TOAST, has_text=re.compile(r"GPU 1 .*lost"))
+        expect(lost).to_have_count(1, timeout=40_000)
+        expect(lost.get_by_role("button", name="Show GPU")).to_be_visible()
+        # It ends (GPU 1 answers again after 14 s, plus the 3 s hold): the same notification says so.
+        ended = page.locator(TOAST, has_text=re.compile(r"GPU 1 "))
+        deadline = time.monotonic() + 40
+        while not any("lost" in t and "stopped answering" not in t for t in ended.all_inner_texts()):
+            bodies = lab.api("alerts")["episodes"]
+            if bodies and bodies[0]["end"] is not None:
+                break
+            assert time.monotonic() < deadline, f"the episode never ended: {bodies}"
+            time.sleep(0.5)
+        page.wait_for_timeout(7000)  # more polls of the alerts: none may add a second notification
+        assert ended.count() <= 1, ended.all_inner_texts()
+        bell = page.evaluate("() => document.querySelector('.jp-Notification-Status')?.textContent ?? ''")
+        assert bell.strip() in ("", "1"), f"one notification in the bell, got {bell!r}"
+        # "Show GPU" opens the sidebar on GPU 1's card (the toast may have closed: reload shows none again)
+        if ended.count():
+            ended.get_by_role("button", name="Show GPU").click()
+            panel = page.get_by_role("region", name="GPU Dashboard", exact=True)
+            expect(panel.get_by_role("region", name=re.compile(r"^GPU 1: "))).to_be_visible(timeout=20_000)
+        page.reload()
+        page.locator(SIDEBAR_TAB).wait_for(timeout=60_000)
+        page.wait_for_timeout(7000)
+        assert page.locator(TOAST, has_text=re.compile(r"GPU 1 ")).count() == 0, "never twice in a tab, reload or not"
+
+
+def _kernel_pid(lab: LabServer, kernel_id: str) -> int:
+    assert lab.proc is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for child in psutil.Process(lab.proc.pid).children(recursive=True):
+            try:
+                if any(kernel_id in part for part in child.cmdline()):
+                    return child.pid
+            except psutil.Error:
+                continue
+        time.sleep(0.3)
+    raise AssertionError(f"no process for kernel {kernel_id}")
+
+
+def test_a_kernel_is_shut_down_from_its_process_row(page: Any, fake_driver: Any, tmp_path: Any) -> None:
+    fake_driver.write({"gpus": [{"util_gpu": 0}]})
+    env = {**fake_nvml_env(fake_driver.lib_dir, fake_driver.config_path), "GPU_WIDGETS_BACKEND": "nvml"}
+    with LabServer(tmp_path / "lab", env=env,
+                   args=["--GpuWidgets.interval_s=0.2", "--GpuWidgets.slow_interval_s=0.2"]) as lab:
+        (lab.root / "train.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+        session = lab.request_json("POST", "api/sessions", {"path": "train.ipynb", "type": "notebook",
+                                                            "name": "train.ipynb", "kernel": {"name": "python3"}})
+        kernel_id = session["kernel"]["id"]
+        pid = _kernel_pid(lab, kernel_id)
+        fake_driver.write({"gpus": [{"util_gpu": 0, "procs": [(pid, 2 * GIB)]}]})
+
+        page.goto(lab.lab_url(), timeout=60_000)
+        page.locator(SIDEBAR_TAB).click(timeout=60_000)
+        panel = page.get_by_role("region", name="GPU Dashboard", exact=True)
+        row = panel.locator(f'[aria-label="Process {pid}"]')
+        expect(row).to_be_visible(timeout=40_000)
+        for label in ("Interrupt", "Restart", "Shut down kernel"):
+            expect(row.get_by_role("button", name=label, exact=True)).to_be_visible()
+        row.get_by_role("button", name="Shut down kernel", exact=True).click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text("train.ipynb", timeout=10_000)
+        expect(dialog).to_contain_text("2 GiB")
+        dialog.get_by_role("button", name="Shut down").click()
+
+        deadline = time.monotonic() + 30
+        while any(k["id"] == kernel_id for k in lab.get_json("api/kernels")):
+            assert time.monotonic() < deadline, "the kernel was not shut down"
+            time.sleep(0.3)
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        fake_driver.write({"gpus": [{"util_gpu": 0}]})  # as the driver would, once the process is gone
+        expect(row).to_have_count(0, timeout=20_000)
+        expect(panel).to_contain_text("No processes on this GPU.")
