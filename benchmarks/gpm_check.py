@@ -94,18 +94,29 @@ def _read(backend: Any, seconds: float) -> dict[str, Any]:
     return out
 
 
-def busy_vs_sm_active(seconds: float = 10.0, allow_cpu: bool = False) -> dict[str, Any]:
-    """Run each loop for ``seconds`` while reading; say whether each expectation was met."""
+class Skipped(Exception):
+    """Why a check cannot run on this machine (its result says so instead of failing)."""
+
+
+def torch_device(allow_cpu: bool) -> tuple[Any, str]:
+    """torch and the device a check runs on: "cuda", else "cpu" when allowed; Skipped says why neither."""
     try:
         import torch
     except ImportError:
-        return {"skipped": "torch is not installed (pip install torch)"}
+        raise Skipped("torch is not installed (pip install torch)") from None
     if torch.cuda.is_available():
-        device = "cuda"
-    elif allow_cpu:
-        device = "cpu"
-    else:
-        return {"skipped": "torch.cuda.is_available() is False"}
+        return torch, "cuda"
+    if allow_cpu:
+        return torch, "cpu"
+    raise Skipped("torch.cuda.is_available() is False")
+
+
+def busy_vs_sm_active(seconds: float = 10.0, allow_cpu: bool = False) -> dict[str, Any]:
+    """Run each loop for ``seconds`` while reading; say whether each expectation was met."""
+    try:
+        torch, device = torch_device(allow_cpu)
+    except Skipped as exc:
+        return {"skipped": str(exc)}
     from gpu_widgets.backends import open_backend
 
     backend = open_backend("nvml")

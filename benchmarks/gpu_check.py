@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.gpm_check import busy_vs_sm_active  # noqa: E402  (after the path is set)
+from benchmarks.gpm_check import Skipped, busy_vs_sm_active, torch_device  # noqa: E402  (after the path is set)
 from benchmarks.gpm_check import lines as gpm_lines  # noqa: E402
 
 # nvidia-smi field -> (our field, how to convert nvidia-smi's value, tolerance)
@@ -144,17 +144,12 @@ def sampler_on_real_driver(rounds: int = 7) -> dict[str, Any]:
 
 def training_overhead(seconds: float, allow_cpu: bool) -> dict[str, Any]:
     try:
-        import torch
-        from torch import nn
-    except ImportError:
-        return {"skipped": "torch is not installed (pip install torch)"}
-    if torch.cuda.is_available():
-        device = "cuda"
-    elif allow_cpu:
-        device = "cpu"
+        torch, device = torch_device(allow_cpu)
+    except Skipped as exc:
+        return {"skipped": str(exc)}
+    nn = torch.nn
+    if device == "cpu":
         torch.set_num_threads(1)
-    else:
-        return {"skipped": "torch.cuda.is_available() is False"}
     from gpu_widgets import TrainingMonitor
 
     torch.manual_seed(0)

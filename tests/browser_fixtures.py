@@ -3,12 +3,64 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .lab_server import chromium_available, launch_chromium
+
+# Screenshots of the browser tests (ignored by git).
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "build" / "screenshots"
+SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]'
+
+# Elements (in the panel) whose box lies outside the card or overview that holds them.
+OUTSIDE_JS = """panel => {
+  const out = [];
+  for (const box of panel.querySelectorAll('.jp-GpuWidgets-card, .jp-GpuWidgets-overview, .jp-GpuWidgets-simulatedNote')) {
+    const r = box.getBoundingClientRect();
+    for (const el of box.querySelectorAll('*')) {
+      const e = el.getBoundingClientRect();
+      if (!e.width || !e.height || el.closest('[hidden]') || el.closest('.jp-GpuWidgets-overviewRows') && !el.matches('[role=row], [role=row] > *')) continue;
+      if (e.left < r.left - 1 || e.right > r.right + 1 || e.top < r.top - 1 || e.bottom > r.bottom + 1) {
+        out.push(`${el.className || el.tagName} "${(el.textContent || '').slice(0, 30)}" in ${box.className}`);
+      }
+    }
+  }
+  return out;
+}"""
+
+# WCAG contrast of every text node's element against the first opaque background behind it.
+LOW_CONTRAST_JS = """(panel, minRatio) => {
+  const rgba = s => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const mix = (fg, bg) => { const a = fg.length > 3 ? fg[3] : 1; return [0, 1, 2].map(i => fg[i] * a + bg[i] * (1 - a)); };
+  const background = el => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgba(getComputedStyle(e).backgroundColor);
+      if (c.length && (c.length < 4 || c[3] > 0.5)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const low = [];
+  const walker = document.createTreeWalker(panel, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!n.textContent.trim() || !el.getClientRects().length || el.closest('[hidden], .jp-GpuWidgets-tooltip')) continue;
+    const st = getComputedStyle(el);
+    const bg = background(el);
+    const fg = mix(rgba(st.color), bg);
+    const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+    const ratio = (a + 0.05) / (b + 0.05);
+    if (ratio < minRatio) low.push(`${el.className || el.tagName} "${n.textContent.trim().slice(0, 24)}" ${ratio.toFixed(2)}`);
+  }
+  return low;
+}"""
 
 # Count the drawn chart lines: bqplot draws each Lines mark as an SVG path with class "line".
 DRAWN_LINES_JS = """() => [...document.querySelectorAll('.bqplot path.line')]
@@ -50,6 +102,35 @@ def browser() -> Iterator[Any]:
             yield b
         finally:
             b.close()
+
+
+# -- the GPU sidebar ---------------------------------------------------------------------------
+
+@contextmanager
+def sidebar_page(browser: Any, url: str, on_request: Callable[[Any], None] | None = None) -> Iterator[Any]:
+    """A 1366x768 page (a laptop screen) of JupyterLab at ``url`` with the GPU sidebar opened from
+    its icon; ``on_request`` sees every request from the start. Its context is closed afterwards."""
+    context = browser.new_context(viewport={"width": 1366, "height": 768})
+    try:
+        page = context.new_page()
+        if on_request is not None:
+            page.on("request", on_request)
+        page.goto(url, timeout=60_000)
+        page.locator(SIDEBAR_TAB).click(timeout=60_000)
+        yield page
+    finally:
+        context.close()
+
+
+def panel(page: Any) -> Any:
+    """The GPU sidebar, found by its accessible name."""
+    return page.get_by_role("region", name="GPU Dashboard", exact=True)
+
+
+def shoot(target: Any, name: str) -> None:
+    """Save a screenshot of ``target`` (a page or a locator) as SCREENSHOTS/``name``.png."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    target.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
 # -- driving a notebook (the widget layout tests and scripts/screenshots.py) -------------------

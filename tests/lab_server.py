@@ -220,11 +220,40 @@ class LabServer:
         """GET the gpu-widgets API: ``api("samples", since=...)``."""
         return self.get_json(f"gpu-widgets/api/v1/{endpoint}", **query)
 
+    def start_notebook_kernel(self, name: str, timeout_s: float = 60) -> tuple[dict[str, Any], int]:
+        """Create an empty notebook ``name`` and a session (a python3 kernel) on it, as JupyterLab
+        would; the session (its ``id``, its ``kernel``'s ``id``) and, once it is up, the kernel's pid."""
+        import psutil  # only the tests that start kernels need it
+
+        (self.root / name).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+        session = self.request_json("POST", "api/sessions", {
+            "path": name, "type": "notebook", "name": name, "kernel": {"name": "python3"}})
+        kernel_id = session["kernel"]["id"]
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for child in psutil.Process(self.proc.pid).children(recursive=True):
+                try:
+                    if any(kernel_id in part for part in child.cmdline()):
+                        return session, child.pid
+                except psutil.Error:
+                    continue  # a child that ended or hides its command line
+            time.sleep(0.3)
+        raise AssertionError(f"no process for kernel {kernel_id} after {timeout_s} s")
+
     def log_tail(self, n: int = 4000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-n:]
         except OSError:
             return "(no server log)"
+
+
+def simulated_lab(workdir: Path, gpus: int, faults: str, interval_s: float = 0.5) -> LabServer:
+    """A LabServer (not started) with ``gpus`` simulated GPUs sampled every ``interval_s``, going
+    through the scripted ``faults`` (GPU_WIDGETS_SIMULATED_FAULTS)."""
+    env = {"GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": str(gpus),
+           "GPU_WIDGETS_SIMULATED_FAULTS": faults}
+    return LabServer(workdir, env=env, args=[f"--GpuWidgets.interval_s={interval_s}"])
 
 
 def launch_chromium(playwright: Any) -> Any:

@@ -16,9 +16,10 @@ from typing import Any
 import psutil
 import pytest
 
+from .browser_fixtures import SIDEBAR_TAB
 from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
 from .fake_nvml import fake_nvml_env
-from .lab_server import LabServer
+from .lab_server import LabServer, simulated_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -26,7 +27,6 @@ sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
 
 GIB = 1 << 30
-SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]'
 TOAST = ".Toastify__toast"
 
 
@@ -40,9 +40,7 @@ def page(browser: Any) -> Iterator[Any]:  # noqa: F811
 
 
 def test_a_lost_gpu_is_one_notification_with_its_action(page: Any, tmp_path: Any) -> None:
-    env = {"GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": "2",
-           "GPU_WIDGETS_SIMULATED_FAULTS": "lost:1@8-14"}
-    with LabServer(tmp_path / "lab", env=env, args=["--GpuWidgets.interval_s=0.2"]) as lab:
+    with simulated_lab(tmp_path / "lab", 2, "lost:1@8-14", interval_s=0.2) as lab:
         page.goto(lab.lab_url(), timeout=60_000)
         page.locator(SIDEBAR_TAB).wait_for(timeout=60_000)
         # The sidebar stays closed: the alert comes all the same.
@@ -73,30 +71,13 @@ def test_a_lost_gpu_is_one_notification_with_its_action(page: Any, tmp_path: Any
         assert page.locator(TOAST, has_text=re.compile(r"GPU 1 ")).count() == 0, "never twice in a tab, reload or not"
 
 
-def _kernel_pid(lab: LabServer, kernel_id: str) -> int:
-    assert lab.proc is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        for child in psutil.Process(lab.proc.pid).children(recursive=True):
-            try:
-                if any(kernel_id in part for part in child.cmdline()):
-                    return child.pid
-            except psutil.Error:
-                continue
-        time.sleep(0.3)
-    raise AssertionError(f"no process for kernel {kernel_id}")
-
-
 def test_a_kernel_is_shut_down_from_its_process_row(page: Any, fake_driver: Any, tmp_path: Any) -> None:
     fake_driver.write({"gpus": [{"util_gpu": 0}]})
     env = {**fake_nvml_env(fake_driver.lib_dir, fake_driver.config_path), "GPU_WIDGETS_BACKEND": "nvml"}
     with LabServer(tmp_path / "lab", env=env,
                    args=["--GpuWidgets.interval_s=0.2", "--GpuWidgets.slow_interval_s=0.2"]) as lab:
-        (lab.root / "train.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
-        session = lab.request_json("POST", "api/sessions", {"path": "train.ipynb", "type": "notebook",
-                                                            "name": "train.ipynb", "kernel": {"name": "python3"}})
+        session, pid = lab.start_notebook_kernel("train.ipynb")
         kernel_id = session["kernel"]["id"]
-        pid = _kernel_pid(lab, kernel_id)
         fake_driver.write({"gpus": [{"util_gpu": 0, "procs": [(pid, 2 * GIB)]}]})
 
         page.goto(lab.lab_url(), timeout=60_000)

@@ -15,24 +15,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup, switch_theme  # noqa: F401 (fixtures)
-from .lab_server import LabServer
+from .browser_fixtures import LOW_CONTRAST_JS, panel, shoot, sidebar_page, switch_theme
+from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
 from .prometheus_fixture import Prometheus, gpu_host, jupyter_scrape_config, require_prometheus
-from .test_sidebar_overview_browser import LOW_CONTRAST_JS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
 
-ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOTS = ROOT / "build" / "screenshots"
-SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]'
 GPUS = {"node-a": 2, "node-b": 3}
 SCRAPE_S = 1.0
 # Deadlines with wide margins (a loaded 2-core machine): the view refreshes every 5 s, the server
@@ -83,18 +78,8 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def page(browser: Any, cluster: Cluster) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1366, "height": 768})
-    try:
-        p = context.new_page()
-        p.goto(cluster.a.lab_url(), timeout=60_000)
-        p.locator(SIDEBAR_TAB).click(timeout=60_000)
+    with sidebar_page(browser, cluster.a.lab_url()) as p:
         yield p
-    finally:
-        context.close()
-
-
-def panel(page: Any) -> Any:
-    return page.get_by_role("region", name="GPU Dashboard", exact=True)
 
 
 def host_rows(page: Any) -> Any:
@@ -103,11 +88,6 @@ def host_rows(page: Any) -> Any:
 
 def host(page: Any, name: str) -> Any:
     return panel(page).get_by_role("row", name=name, exact=True)
-
-
-def shoot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
 def test_the_switch_opens_the_cluster_view_with_both_hosts(page: Any) -> None:

@@ -22,6 +22,8 @@ from tornado.httpclient import HTTPClientError
 from gpu_widgets import __version__
 from gpu_widgets.export.families import DEVICE_LABELS
 
+from .test_server_api import notebook_kernel
+
 GIB = 1 << 30
 DCGM = {  # name -> type, as dcgm-exporter's default counters
     "DCGM_FI_DEV_GPU_UTIL": "gauge", "DCGM_FI_DEV_MEM_COPY_UTIL": "gauge", "DCGM_FI_DEV_FB_USED": "gauge",
@@ -194,16 +196,9 @@ async def test_an_unknown_parameter_is_a_json_400(jp_fetch):
 
 @pytest.mark.parametrize("gw_config,fake_nvml_config", [(NVML_SERVER, {"gpus": [{"util_gpu": 10}]})])
 async def test_a_kernels_process_carries_its_kernel_and_notebook(in_process_fake_nvml, jp_fetch, jp_serverapp):
-    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps(
-        {"path": "experiments/train.ipynb", "type": "notebook", "name": "train.ipynb", "kernel": {"name": "python3"}}))
-    session = json.loads(response.body)
-    kernel_id = session["kernel"]["id"]
-    try:
-        pid = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
+    async with notebook_kernel(jp_fetch, jp_serverapp) as (kernel_id, pid):
         in_process_fake_nvml({"gpus": [{"util_gpu": 10, "procs": [(pid, 3 * GIB)]}]})
         _, fam = await scrape_until(jp_fetch, lambda f: "gpu_widgets_process_gpu_memory_bytes" in f)
         (proc,) = fam["gpu_widgets_process_gpu_memory_bytes"].samples
         assert proc.labels["pid"] == str(pid) and proc.value == 3 * GIB
         assert (proc.labels["kernel_id"], proc.labels["notebook_path"]) == (kernel_id, "experiments/train.ipynb")
-    finally:
-        await jp_fetch("api", "sessions", session["id"], method="DELETE")

@@ -5,6 +5,8 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import psutil
 import pytest
@@ -34,6 +36,20 @@ async def wait_for(jp_fetch, predicate, path=("status",), timeout=20.0):
             return body
         assert time.monotonic() < deadline, f"timed out; last answer: {body}"
         await asyncio.sleep(0.1)
+
+
+@asynccontextmanager
+async def notebook_kernel(jp_fetch, jp_serverapp) -> AsyncIterator[tuple[str, int]]:
+    """A session on experiments/train.ipynb with a python3 kernel, as JupyterLab opens one: its
+    kernel's id and pid. The session is deleted afterwards."""
+    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps(
+        {"path": "experiments/train.ipynb", "type": "notebook", "name": "train.ipynb", "kernel": {"name": "python3"}}))
+    session = json.loads(response.body)
+    kernel_id = session["kernel"]["id"]
+    try:
+        yield kernel_id, jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
+    finally:
+        await jp_fetch("api", "sessions", session["id"], method="DELETE")
 
 
 async def test_status_reports_the_backend_interval_time_and_version(jp_fetch):
@@ -286,12 +302,7 @@ async def test_no_driver_is_a_no_gpu_status_with_the_reason(in_process_fake_nvml
 
 @pytest.mark.parametrize("gw_config,fake_nvml_config", [(NVML_SERVER, {"gpus": [{"util_gpu": 10}]})])
 async def test_a_kernels_gpu_process_names_its_notebook(in_process_fake_nvml, jp_fetch, jp_serverapp):
-    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps(
-        {"path": "experiments/train.ipynb", "type": "notebook", "name": "train.ipynb", "kernel": {"name": "python3"}}))
-    session = json.loads(response.body)
-    kernel_id = session["kernel"]["id"]
-    try:
-        pid = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
+    async with notebook_kernel(jp_fetch, jp_serverapp) as (kernel_id, pid):
         in_process_fake_nvml({"gpus": [{"util_gpu": 10, "procs": [(pid, 3 * GIB), (os.getpid(), GIB)]}]})
         body = await wait_for(jp_fetch, lambda b: len(b["devices"][0]["processes"] or ()) == 2, path=("processes",))
         validate_response("/processes", body)
@@ -299,8 +310,6 @@ async def test_a_kernels_gpu_process_names_its_notebook(in_process_fake_nvml, jp
         assert by_pid[pid]["kernel_id"] == kernel_id
         assert by_pid[pid]["notebook_path"] == "experiments/train.ipynb"
         assert by_pid[os.getpid()]["kernel_id"] is None
-    finally:
-        await jp_fetch("api", "sessions", session["id"], method="DELETE")
 
 
 def test_a_child_of_a_kernel_belongs_to_that_kernel():

@@ -26,18 +26,17 @@ import pytest
 from gpu_widgets.metrics.catalogue import metric
 
 from .fake_nvml import FakeNvmlBuildError, build_fake_nvml, write_config
+from .browser_fixtures import SIDEBAR_TAB, shoot
+from .browser_fixtures import panel as gpu_panel
 from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
-from .lab_server import LabServer
+from .lab_server import LabServer, simulated_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
 
-ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOTS = ROOT / "build" / "screenshots"
 GIB = 1 << 30
-SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]'
 CARD_NAME = re.compile(r"^GPU \d+: ")
 ENABLE_COMMAND = "jupyter server extension enable gpu_widgets"
 # The cards' words and digits are the metric catalogue's (the sidebar reads it from GET metrics).
@@ -49,13 +48,8 @@ BUSY, MEMORY, MEMCTL, TEMPERATURE, POWER = (
 
 @pytest.fixture(scope="module")
 def sim_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
-    env = {
-        "GPU_WIDGETS_BACKEND": "simulated",
-        "GPU_WIDGETS_SIMULATED_GPUS": "2",
-        # GPU 0 is held at its power cap 1-12 s after start: a band on its charts.
-        "GPU_WIDGETS_SIMULATED_FAULTS": "throttle:0@1-12:sw_power_cap",
-    }
-    with LabServer(tmp_path_factory.mktemp("sim-lab"), env=env, args=["--GpuWidgets.interval_s=0.5"]) as lab:
+    # GPU 0 is held at its power cap 1-12 s after start: a band on its charts.
+    with simulated_lab(tmp_path_factory.mktemp("sim-lab"), 2, "throttle:0@1-12:sw_power_cap") as lab:
         yield lab
 
 
@@ -75,7 +69,7 @@ class Page:
 
     @property
     def panel(self) -> Any:
-        return self.page.get_by_role("region", name="GPU Dashboard", exact=True)
+        return gpu_panel(self.page)
 
     def open_panel_from_icon(self) -> Any:
         self.page.locator(SIDEBAR_TAB).click()
@@ -100,8 +94,7 @@ class Page:
         expect(self.page.locator("#jupyterlab-splash")).to_have_count(0, timeout=30_000)  # the switch's splash
 
     def screenshot(self, name: str) -> None:
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+        shoot(self.page, name)
 
     def errors(self) -> list[str]:
         return [c for c in self.console if c.startswith("[error]") and "gpu-widgets" in c]
@@ -274,7 +267,9 @@ def test_the_command_palette_opens_the_panel(sim_page: Page) -> None:
     palette_input.fill("Open GPU Dashboard")
     item = sim_page.page.locator(".lm-CommandPalette-item", has_text="Open GPU Dashboard")
     expect(item).to_be_visible()
-    palette_input.press("Enter")
+    # Clicked, not Enter: Enter runs the palette's active item, which a slow filter may not have
+    # moved to this one yet.
+    item.click()
     expect(sim_page.panel).to_be_visible()
     expect(sim_page.cards()).to_have_count(2, timeout=30_000)
 
@@ -396,19 +391,6 @@ def dictated(lost_gpu1: bool = False, kernel_pid: int | None = None) -> dict[str
     }
 
 
-def kernel_pid_of(lab: LabServer, kernel_id: str) -> int:
-    import psutil
-
-    assert lab.proc is not None
-    for child in psutil.Process(lab.proc.pid).children(recursive=True):
-        try:
-            if any(kernel_id in part for part in child.cmdline()):
-                return child.pid
-        except psutil.Error:
-            continue
-    raise AssertionError(f"no process for kernel {kernel_id}")
-
-
 def test_a_fake_driver_dictates_exactly_what_the_sidebar_shows(browser: Any, tmp_path: Path) -> None:
     try:
         lib_dir = build_fake_nvml()
@@ -422,11 +404,7 @@ def test_a_fake_driver_dictates_exactly_what_the_sidebar_shows(browser: Any, tmp
         "FAKE_NVML_CONFIG": str(config),
     }
     with LabServer(tmp_path / "lab", env=env, args=["--GpuWidgets.interval_s=0.5"]) as lab:
-        (lab.root / "train.ipynb").write_text(json.dumps(
-            {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-        session = lab.request_json("POST", "api/sessions", {
-            "path": "train.ipynb", "type": "notebook", "name": "train.ipynb", "kernel": {"name": "python3"}})
-        kernel_pid = kernel_pid_of(lab, session["kernel"]["id"])
+        session, kernel_pid = lab.start_notebook_kernel("train.ipynb")
         write_config(config, dictated(kernel_pid=kernel_pid))
 
         with new_page(browser, lab) as page:
@@ -544,13 +522,8 @@ def test_without_the_server_extension_the_panel_gives_the_enable_command(browser
 # -- readings that cannot be read -------------------------------------------------------------
 
 def test_a_null_reading_says_why(browser: Any, tmp_path: Path) -> None:
-    env = {
-        "GPU_WIDGETS_BACKEND": "simulated",
-        "GPU_WIDGETS_SIMULATED_GPUS": "2",
-        "GPU_WIDGETS_SIMULATED_FAULTS": "unsupported:0:power_w",
-    }
     reason = "not supported on this GPU (simulated fault)"
-    with LabServer(tmp_path, env=env, args=["--GpuWidgets.interval_s=0.5"]) as lab:
+    with simulated_lab(tmp_path, 2, "unsupported:0:power_w") as lab:
         with new_page(browser, lab) as page:
             page.open_panel_from_icon()
             expect(page.cards()).to_have_count(2, timeout=30_000)

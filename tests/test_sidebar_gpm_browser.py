@@ -12,25 +12,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpu_widgets.metrics.catalogue import SIDEBAR, metric, shown_in
 
-from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup, switch_theme  # noqa: F401 (fixtures)
-from .lab_server import LabServer
-from .test_sidebar_overview_browser import LOW_CONTRAST_JS, OUTSIDE_JS
+from .browser_fixtures import LOW_CONTRAST_JS, OUTSIDE_JS, SIDEBAR_TAB, panel, shoot, sidebar_page, switch_theme
+from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
+from .lab_server import LabServer, simulated_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
 
-ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOTS = ROOT / "build" / "screenshots"
-SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]'
 FILES_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="filebrowser"]'
 GPM_REQUEST = re.compile(r"/gpu-widgets/api/v1/samples/latest\?(.*&)?gpm=1")
 NUMBER = re.compile(r"^\d+(\.\d+)?$")
@@ -39,32 +35,17 @@ GPM_SENT: list[str] = []  # every samples/latest?gpm=1 the page sent
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
-    env = {
-        "GPU_WIDGETS_BACKEND": "simulated",
-        "GPU_WIDGETS_SIMULATED_GPUS": "2",
-        # From the start to long past the test: GPU 0 busy ~98 %, its SMs ~6 % active.
-        "GPU_WIDGETS_SIMULATED_FAULTS": "small_kernels:0@0-3600",
-    }
-    with LabServer(tmp_path_factory.mktemp("gpm-lab"), env=env, args=["--GpuWidgets.interval_s=0.5"]) as server:
+    # From the start to long past the test: GPU 0 busy ~98 %, its SMs ~6 % active.
+    with simulated_lab(tmp_path_factory.mktemp("gpm-lab"), 2, "small_kernels:0@0-3600") as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def page(browser: Any, lab: LabServer) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1366, "height": 768})
-    try:
-        p = context.new_page()
-        p.on("request", lambda r: GPM_SENT.append(r.url) if GPM_REQUEST.search(r.url) else None)
-        p.goto(lab.lab_url(), timeout=60_000)
-        p.locator(SIDEBAR_TAB).click(timeout=60_000)
+    with sidebar_page(browser, lab.lab_url(),
+                      on_request=lambda r: GPM_SENT.append(r.url) if GPM_REQUEST.search(r.url) else None) as p:
         expect(card(p, 0)).to_be_visible(timeout=60_000)
         yield p
-    finally:
-        context.close()
-
-
-def panel(page: Any) -> Any:
-    return page.get_by_role("region", name="GPU Dashboard", exact=True)
 
 
 def card(page: Any, index: int) -> Any:
@@ -75,11 +56,6 @@ def meter_value(meter: Any) -> float:
     """The meter's number, once it has one (GPM needs two samples a slow interval apart)."""
     expect(meter).to_have_attribute("aria-valuenow", NUMBER, timeout=30_000)
     return float(meter.get_attribute("aria-valuenow"))
-
-
-def shoot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.locator("#gpu-widgets-sidebar").screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
 def test_busy_is_high_while_sm_active_is_low_and_the_hover_says_why(page: Any) -> None:
@@ -123,8 +99,7 @@ def test_each_process_shows_its_sm_share_beside_its_memory(page: Any) -> None:
     assert same_line or under, (sm_box, mem_box, cmd_box)
     expect(proc.locator(".jp-GpuWidgets-user")).not_to_have_text("")
     assert proc.locator(".jp-GpuWidgets-user").bounding_box()["width"] > 20  # the user still shows
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    card(page, 0).locator(".jp-GpuWidgets-processes").screenshot(path=str(SCREENSHOTS / "sidebar-gpm-processes.png"))
+    shoot(card(page, 0).locator(".jp-GpuWidgets-processes"), "sidebar-gpm-processes")
 
 
 def test_gpm_is_asked_for_only_while_a_card_is_on_screen(page: Any) -> None:
@@ -152,7 +127,7 @@ def test_no_text_leaves_its_card_and_text_reads_in_light_and_dark(page: Any) -> 
     page.mouse.move(0, 0)
     for theme in ("JupyterLab Light", "JupyterLab Dark"):
         switch_theme(page, theme)
-        shoot(page, f"sidebar-gpm-{'light' if theme.endswith('Light') else 'dark'}")
+        shoot(page.locator("#gpu-widgets-sidebar"), f"sidebar-gpm-{'light' if theme.endswith('Light') else 'dark'}")
         outside = panel(page).evaluate(OUTSIDE_JS)
         assert outside == [], "\n".join(outside)
         low = panel(page).evaluate(LOW_CONTRAST_JS, 4.5)

@@ -13,102 +13,38 @@ import json
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpu_widgets.metrics.catalogue import SIDEBAR, metric, shown_in
 
+from .browser_fixtures import LOW_CONTRAST_JS, OUTSIDE_JS, panel, shoot, sidebar_page
 from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
-from .lab_server import LabServer
+from .lab_server import LabServer, simulated_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
 
-ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOTS = ROOT / "build" / "screenshots"
-SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]'
 N_GPUS = 8
-
-# Elements (in the panel) whose box lies outside the card or overview that holds them.
-OUTSIDE_JS = """panel => {
-  const out = [];
-  for (const box of panel.querySelectorAll('.jp-GpuWidgets-card, .jp-GpuWidgets-overview, .jp-GpuWidgets-simulatedNote')) {
-    const r = box.getBoundingClientRect();
-    for (const el of box.querySelectorAll('*')) {
-      const e = el.getBoundingClientRect();
-      if (!e.width || !e.height || el.closest('[hidden]') || el.closest('.jp-GpuWidgets-overviewRows') && !el.matches('[role=row], [role=row] > *')) continue;
-      if (e.left < r.left - 1 || e.right > r.right + 1 || e.top < r.top - 1 || e.bottom > r.bottom + 1) {
-        out.push(`${el.className || el.tagName} "${(el.textContent || '').slice(0, 30)}" in ${box.className}`);
-      }
-    }
-  }
-  return out;
-}"""
-
-# WCAG contrast of every text node's element against the first opaque background behind it.
-LOW_CONTRAST_JS = """(panel, minRatio) => {
-  const rgba = s => (s.match(/[\\d.]+/g) || []).map(Number);
-  const lum = ([r, g, b]) => {
-    const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
-    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
-  };
-  const mix = (fg, bg) => { const a = fg.length > 3 ? fg[3] : 1; return [0, 1, 2].map(i => fg[i] * a + bg[i] * (1 - a)); };
-  const background = el => {
-    for (let e = el; e; e = e.parentElement) {
-      const c = rgba(getComputedStyle(e).backgroundColor);
-      if (c.length && (c.length < 4 || c[3] > 0.5)) return c.slice(0, 3);
-    }
-    return [255, 255, 255];
-  };
-  const low = [];
-  const walker = document.createTreeWalker(panel, NodeFilter.SHOW_TEXT);
-  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-    const el = n.parentElement;
-    if (!n.textContent.trim() || !el.getClientRects().length || el.closest('[hidden], .jp-GpuWidgets-tooltip')) continue;
-    const st = getComputedStyle(el);
-    const bg = background(el);
-    const fg = mix(rgba(st.color), bg);
-    const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
-    const ratio = (a + 0.05) / (b + 0.05);
-    if (ratio < minRatio) low.push(`${el.className || el.tagName} "${n.textContent.trim().slice(0, 24)}" ${ratio.toFixed(2)}`);
-  }
-  return low;
-}"""
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
-    env = {
-        "GPU_WIDGETS_BACKEND": "simulated",
-        "GPU_WIDGETS_SIMULATED_GPUS": str(N_GPUS),
-        "GPU_WIDGETS_SIMULATED_FAULTS": "throttle:0@1-12:sw_power_cap",
-    }
-    with LabServer(tmp_path_factory.mktemp("sim8-lab"), env=env, args=["--GpuWidgets.interval_s=0.5"]) as server:
+    with simulated_lab(tmp_path_factory.mktemp("sim8-lab"), N_GPUS, "throttle:0@1-12:sw_power_cap") as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def page(browser: Any, lab: LabServer) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1366, "height": 768})
-    try:
-        p = context.new_page()
-        p.goto(lab.lab_url(), timeout=60_000)
-        p.locator(SIDEBAR_TAB).click(timeout=60_000)
+    with sidebar_page(browser, lab.lab_url()) as p:
         rows = p.get_by_role("grid", name="GPUs").get_by_role("row", name=re.compile(r"^GPU \d+$"))
         expect(rows).to_have_count(N_GPUS, timeout=30_000)
         # Wait for the first card's charts to hold data (the range labels are written then).
         expect(p.locator(".jp-GpuWidgets-yMax").first).not_to_have_text("", timeout=30_000)
         yield p
-    finally:
-        context.close()
-
-
-def panel(page: Any) -> Any:
-    return page.get_by_role("region", name="GPU Dashboard", exact=True)
 
 
 def rows(page: Any) -> Any:
@@ -117,11 +53,6 @@ def rows(page: Any) -> Any:
 
 def row_order(page: Any) -> list[int]:
     return [int(i) for i in rows(page).evaluate_all("rs => rs.map(r => r.dataset.gpuIndex)")]
-
-
-def shoot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
 def test_eight_gpus_fit_without_scrolling_and_no_text_leaves_its_card(page: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from traitlets import Bool, Float, HasTraits, Unicode
 
+from ..settings_check import check_number
 from .engine import AlertEngine
 from .rules import Thresholds
 
@@ -21,13 +22,13 @@ MAX_MARGIN_C = 50.0
 MAX_THROTTLE_S = 86400.0
 
 
-# field of Thresholds -> (is the value allowed, the rule in words)
+# field of Thresholds -> (is the value allowed, the rule in words); never infinite
 NUMBERS: dict[str, tuple[Callable[[float], bool], str]] = {
     "temperature_margin_c": (lambda v: 0 <= v <= MAX_MARGIN_C, f"within 0-{MAX_MARGIN_C:g} °C"),
     "throttle_s": (lambda v: 0 <= v <= MAX_THROTTLE_S, f"within 0-{MAX_THROTTLE_S:g} s"),
     "memory_percent": (lambda v: 0 < v <= 100, "more than 0 and at most 100"),
-    "idle_kernel_memory_gib": (lambda v: v > 0, "more than 0 GiB"),
-    "idle_minutes": (lambda v: v > 0, "more than 0 minutes"),
+    "idle_kernel_memory_gib": (lambda v: 0 < v < math.inf, "more than 0 GiB"),
+    "idle_minutes": (lambda v: 0 < v < math.inf, "more than 0 minutes"),
 }
 FIELDS = (*NUMBERS, "gpus")
 
@@ -35,15 +36,7 @@ FIELDS = (*NUMBERS, "gpus")
 def check_thresholds(values: Mapping[str, Any], name: Callable[[str], str]) -> Thresholds:
     """Thresholds from every field of ``values``, checked; a ValueError says which (``name(field)``
     words it: the trait for the server's config, the JSON field for the settings endpoint)."""
-    checked: dict[str, Any] = {}
-    for field, (ok, rule) in NUMBERS.items():
-        value = values[field]
-        # bool is an int to Python, never a threshold to a person
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{name(field)} must be a number ({rule}), got {value!r}")
-        if not (math.isfinite(value) and ok(value)):
-            raise ValueError(f"{name(field)} must be {rule}, got {value}")
-        checked[field] = float(value)
+    checked = {field: check_number(name(field), values[field], ok, rule) for field, (ok, rule) in NUMBERS.items()}
     gpus = values["gpus"]
     if not isinstance(gpus, str) or gpus.strip().lower() not in GPU_CHOICES:
         raise ValueError(f"{name('gpus')} must be 'all' or 'mine', got {gpus!r}")

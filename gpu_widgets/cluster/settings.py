@@ -10,6 +10,7 @@ import logging
 
 from traitlets import Float, HasTraits, Unicode
 
+from ..settings_check import check_number
 from .prometheus import Auth, check_url
 from .service import ClusterConfig, ClusterService
 
@@ -46,12 +47,10 @@ class ClusterSettings(HasTraits):
                 check_url(url)
             except ValueError as exc:
                 raise ValueError(f"GpuWidgets.prometheus_url {exc}") from None
-        if not self.cluster_refresh_s >= MIN_REFRESH_S:
-            raise ValueError(f"GpuWidgets.cluster_refresh_s must be at least {MIN_REFRESH_S:g} s, "
-                             f"got {self.cluster_refresh_s}")
-        if not 0 < self.prometheus_timeout_s <= MAX_TIMEOUT_S:
-            raise ValueError(f"GpuWidgets.prometheus_timeout_s must be within 0-{MAX_TIMEOUT_S:g} s (more than 0), "
-                             f"got {self.prometheus_timeout_s}")
+        check_number("GpuWidgets.cluster_refresh_s", self.cluster_refresh_s,
+                     lambda v: v >= MIN_REFRESH_S, f"at least {MIN_REFRESH_S:g} s")
+        check_number("GpuWidgets.prometheus_timeout_s", self.prometheus_timeout_s,
+                     lambda v: 0 < v <= MAX_TIMEOUT_S, f"within 0-{MAX_TIMEOUT_S:g} s (more than 0)")
         if self.prometheus_token and self.prometheus_username:
             raise ValueError("GpuWidgets.prometheus_token and GpuWidgets.prometheus_username are both set: "
                              "Prometheus takes one kind of credentials, choose bearer token or basic auth")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .run_files import RunFileError
-from .run_log import DATA_WAIT, GPU, META, STEPS, read_meta
+from .run_log import ALERTS, DATA_WAIT, GPU, META, STEPS, read_meta
 
 I64 = 2**63
 ENDED_WORDS = frozenset({"finished", "failed", "interrupted"})
@@ -89,6 +89,7 @@ class RunTail:
         self.steps = _Tail(self.path / STEPS)
         self.gpu = _Tail(self.path / GPU)
         self.waits = _Tail(self.path / DATA_WAIT)  # absent in runs that time no data wait, and in older ones
+        self.alerts = _Tail(self.path / ALERTS)  # absent in runs without alerts, and in older ones
 
     def meta(self) -> dict[str, Any]:
         return read_meta(self.path)
@@ -134,10 +135,23 @@ class RunTail:
                 notes.append(f"{exc}: skipped")
         return out, notes
 
+    def alert_rows(self, max_bytes: int) -> tuple[list[dict[str, Any]], list[str]]:
+        """The new lines of alerts.jsonl (checked as load() checks them), and notes about lines skipped."""
+        from .saved_run import alert_row
+
+        rows, notes = self.alerts.read(max_bytes)
+        out = []
+        for n, row in rows:
+            try:
+                out.append(alert_row(row, f"{self.alerts.file}: line {n}"))
+            except RunFileError as exc:
+                notes.append(f"{exc}: skipped")
+        return out, notes
+
     @property
     def caught_up(self) -> bool:
-        """Everything complete in the three files has been read."""
-        return self.steps.caught_up and self.gpu.caught_up and self.waits.caught_up
+        """Everything complete in the four files has been read."""
+        return self.steps.caught_up and self.gpu.caught_up and self.waits.caught_up and self.alerts.caught_up
 
 
 class _Tail:

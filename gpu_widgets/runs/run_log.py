@@ -10,6 +10,8 @@ on macOS, ``%LOCALAPPDATA%\\gpu-widgets\\runs`` on Windows). One directory per r
         gpu.jsonl     one flat object per GPU per sample
         data_wait.jsonl  the steps' wait for data, one object per half second of timed steps
                       (only for runs that timed it: track(), the framework callbacks, note_data_wait)
+        alerts.jsonl  the alert episodes of the GPUs shown: a line when one opens, another when it
+                      ends (the latest line of an id wins; only for runs that had any)
 
 Writing happens on the monitor's thread, never in ``log()``. Each pass of that thread (every
 0.25 s, or every ``flush_s`` if shorter) writes the new lines in chunks and hands each chunk to
@@ -40,7 +42,7 @@ ENV_MAX_MB = "GPU_WIDGETS_RUN_DIR_MAX_MB"
 ENV_ENABLED = "GPU_WIDGETS_RUN_LOG"
 DEFAULT_MAX_MB = 200.0
 LIVE_GRACE_S = 600.0
-META, STEPS, GPU, DATA_WAIT = "run.json", "steps.jsonl", "gpu.jsonl", "data_wait.jsonl"
+META, STEPS, GPU, DATA_WAIT, ALERTS = "run.json", "steps.jsonl", "gpu.jsonl", "data_wait.jsonl", "alerts.jsonl"
 FORMAT_VERSION = 1
 _RUN_NAME = re.compile(r"\d{8}-\d{6}-[a-z0-9-]*-[0-9a-f]{6}\Z")
 
@@ -149,6 +151,7 @@ class RunLog:
         self._steps = None
         self._gpu = None
         self._waits = None  # data_wait.jsonl, opened with its first line: most runs time no data wait
+        self._alerts = None  # alerts.jsonl, the same way: most runs have no alert
         self._dirty = False
         self.gpu_lines = 0  # lines written to gpu.jsonl
         self.gpu_lines_flushed = 0  # of those, handed to the OS: readable from the file
@@ -191,6 +194,14 @@ class RunLog:
             self._waits = open(self.path / DATA_WAIT, "a", encoding="utf-8")
         self._write(self._waits, text)
 
+    def write_alerts(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append alert episodes (``MonitorAlerts.take_unsaved``): ``{"id", "kind", "severity",
+        "gpu", "uuid", "start", "end", "message"}``, ``end`` null while the episode lasts."""
+        text = "".join(dumps(r) + "\n" for r in rows)
+        if text and self._alerts is None and self.path is not None:
+            self._alerts = open(self.path / ALERTS, "a", encoding="utf-8")
+        self._write(self._alerts, text)
+
     def _write(self, f: Any, text: str) -> bool:
         if text and f is not None:
             f.write(text)
@@ -202,7 +213,7 @@ class RunLog:
         """Hand the written lines to the OS (after every write: a few small writes a second
         cost far less than the rows a killed kernel would lose while they wait)."""
         if self._dirty:
-            for f in (self._steps, self._gpu, self._waits):
+            for f in (self._steps, self._gpu, self._waits, self._alerts):
                 if f is not None:
                     f.flush()
             self._dirty = False
@@ -217,10 +228,10 @@ class RunLog:
         try:
             self.flush()
         finally:
-            for f in (self._steps, self._gpu, self._waits):
+            for f in (self._steps, self._gpu, self._waits, self._alerts):
                 if f is not None:
                     f.close()
-            self._steps = self._gpu = self._waits = None
+            self._steps = self._gpu = self._waits = self._alerts = None
         if fields:
             self.update_meta(**fields)
 

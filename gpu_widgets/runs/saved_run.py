@@ -1,7 +1,7 @@
 """Reading a finished (or killed) run back: a run-log directory, its steps.jsonl, or a file
 written by ``TrainingMonitor.save()`` with its GPU samples beside it. A run-log directory may also
-hold ``data_wait.jsonl`` (the steps' wait for data); run logs written before it existed load
-without it."""
+hold ``data_wait.jsonl`` (the steps' wait for data) and ``alerts.jsonl`` (alert episodes); run
+logs written before they existed load without them."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from typing import Any
 
 from .gpu_trace import FIELDS, TORCH_FIELDS
 from .run_files import RunFileError, as_float, check_format, gpu_sibling, read_numbered, shown, step_row
-from .run_log import DATA_WAIT, GPU, META, STEPS
+from .run_log import ALERTS, DATA_WAIT, GPU, META, STEPS
 
 
 @dataclass
@@ -25,6 +25,7 @@ class SavedRun:
     gpu_rows: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     data_wait_rows: list[dict[str, Any]] = field(default_factory=list)  # data_wait.jsonl's bins
+    alert_rows: list[dict[str, Any]] = field(default_factory=list)  # alerts.jsonl's lines
 
     @property
     def title(self) -> str:
@@ -72,6 +73,11 @@ def read_run(path: str | os.PathLike) -> SavedRun:
         wait_rows, wait_notes = read_numbered(wait_path)
         run.notes.extend(wait_notes)
         run.data_wait_rows = [data_wait_row(r, f"{wait_path}: line {n}") for n, r in wait_rows]
+    alerts_path = run_dir / ALERTS if run_dir is not None else None
+    if alerts_path is not None and alerts_path.is_file():
+        alert_rows, alert_notes = read_numbered(alerts_path)
+        run.notes.extend(alert_notes)
+        run.alert_rows = [alert_row(r, f"{alerts_path}: line {n}") for n, r in alert_rows]
     for note in run.notes:  # a script that loads a run sees them too, not only the widget
         warnings.warn(f"TrainingMonitor.load: {note}", RuntimeWarning, stacklevel=3)
     if meta.get("error"):
@@ -151,3 +157,23 @@ def data_wait_row(raw: dict[str, Any], where: str) -> dict[str, Any]:
         raise RunFileError(f"{where}: 'wait_s' ({shown(raw['wait_s'])}) is longer than 'step_s' "
                            f"({shown(raw['step_s'])}); the wait is part of the steps")
     return {**values, "steps": steps}
+
+
+def alert_row(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """Check one alert episode: ``id`` and ``kind`` text, ``gpu`` an index, ``start`` a time,
+    ``end`` a time not before it or null (it lasted to the end of the run)."""
+    for k in ("id", "kind"):
+        if not isinstance(raw.get(k), str) or not raw[k]:
+            raise RunFileError(f"{where}: {k!r} must be text, got {shown(raw.get(k))}")
+    gpu = raw.get("gpu")
+    if isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu < 2**31:
+        raise RunFileError(f"{where}: 'gpu' must be a GPU index (a whole number from 0), got {shown(gpu)}")
+    start = as_float(raw.get("start"), "start", where)
+    end = None if raw.get("end") is None else as_float(raw["end"], "end", where)
+    if not math.isfinite(start) or end is not None and not (math.isfinite(end) and end >= start):
+        raise RunFileError(f"{where}: 'start' and 'end' must be finite times, the end not before the start, "
+                           f"got {shown(raw.get('start'))} and {shown(raw.get('end'))}")
+    for k in ("severity", "uuid", "message"):
+        if raw.get(k) is not None and not isinstance(raw[k], str):
+            raise RunFileError(f"{where}: {k!r} must be text, got {shown(raw[k])}")
+    return {**raw, "start": start, "end": end}

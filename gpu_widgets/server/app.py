@@ -10,6 +10,7 @@ from ..alerts.settings import AlertSettings
 from ..backends import CHOICES
 from ..cluster.settings import ClusterSettings
 from ..sampling.sampler import DEFAULT_INTERVAL_S, DEFAULT_SLOW_INTERVAL_S, DEFAULT_WINDOW_S, MAX_SLOW_INTERVAL_S, MIN_INTERVAL_S
+from ..settings_check import check_number
 from .alerts_feed import AlertsFeed
 from .alerts_handler import ENGINE_KEY, AlertSettingsHandler, AlertsHandler
 from .cluster_handler import ClusterHandler
@@ -18,6 +19,13 @@ from .metrics_handler import ALLOW_KEY, HOSTNAME_KEY, metrics_route
 from .service import GpuService
 
 API_PREFIX = "/gpu-widgets/api/v1"
+# The sampler's settings: trait -> (is the value allowed, the rule in words)
+SAMPLER_NUMBERS = {
+    "interval_s": (lambda v: v >= MIN_INTERVAL_S, f"at least {MIN_INTERVAL_S} s"),
+    "slow_interval_s": (lambda v: MIN_INTERVAL_S <= v <= MAX_SLOW_INTERVAL_S,
+                        f"within {MIN_INTERVAL_S}-{MAX_SLOW_INTERVAL_S} s"),
+    "window_s": (lambda v: v > 0, "a positive number of seconds"),
+}
 
 
 class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
@@ -74,28 +82,11 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         "export). Empty: the machine's host name (socket.gethostname()).",
     ).tag(config=True)
 
-    @validate("interval_s")
-    def _check_interval(self, proposal):  # type: ignore[no-untyped-def]
-        value = proposal["value"]
-        if not value >= MIN_INTERVAL_S:
-            raise ValueError(f"GpuWidgets.interval_s must be at least {MIN_INTERVAL_S} s, got {value}")
-        return value
-
-    @validate("slow_interval_s")
-    def _check_slow_interval(self, proposal):  # type: ignore[no-untyped-def]
-        value = proposal["value"]
-        if not MIN_INTERVAL_S <= value <= MAX_SLOW_INTERVAL_S:
-            raise ValueError(
-                f"GpuWidgets.slow_interval_s must be within {MIN_INTERVAL_S}-{MAX_SLOW_INTERVAL_S} s, got {value}"
-            )
-        return value
-
-    @validate("window_s")
-    def _check_window(self, proposal):  # type: ignore[no-untyped-def]
-        value = proposal["value"]
-        if not value > 0:
-            raise ValueError(f"GpuWidgets.window_s must be a positive number of seconds, got {value}")
-        return value
+    @validate(*SAMPLER_NUMBERS)
+    def _check_sampler_number(self, proposal):  # type: ignore[no-untyped-def]
+        trait = proposal["trait"].name
+        allowed, rule = SAMPLER_NUMBERS[trait]
+        return check_number(f"GpuWidgets.{trait}", proposal["value"], allowed, rule)
 
     @validate("backend")
     def _check_backend(self, proposal):  # type: ignore[no-untyped-def]

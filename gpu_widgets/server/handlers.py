@@ -188,14 +188,7 @@ class ProcessesHandler(BaseApiHandler):
         self.check_params()
         snap = self.service.latest()
         devices = snap["devices"] if snap else []
-        paths: dict[str, str] = {}
-        try:
-            for session in await self.session_manager.list_sessions():
-                kernel = session.get("kernel") or {}
-                if kernel.get("id"):
-                    paths[kernel["id"]] = session.get("path")
-        except Exception:
-            self.log.warning("gpu-widgets: could not list sessions for kernel attribution", exc_info=True)
+        paths = await kernels.notebook_paths(self.session_manager, self.log)
         roots = kernels.kernel_root_pids(self.kernel_manager)
         attributed = await IOLoop.current().run_in_executor(None, kernels.attribute, devices, roots, paths)
         me = self._me()

@@ -21,6 +21,20 @@ def kernel_root_pids(kernel_manager: Any) -> dict[int, str]:
     return roots
 
 
+async def notebook_paths(session_manager: Any, log: Any) -> dict[str, str]:
+    """kernel id -> the path of its session's notebook. A failure to list the sessions is logged and
+    leaves the processes without notebook (their GPU figures still count)."""
+    paths: dict[str, str] = {}
+    try:
+        for session in await session_manager.list_sessions():
+            kernel = session.get("kernel") or {}
+            if kernel.get("id"):
+                paths[kernel["id"]] = session.get("path")
+    except Exception:
+        log.warning("gpu-widgets: could not list sessions for kernel attribution", exc_info=True)
+    return paths
+
+
 def owning_kernel(pid: int, roots: dict[int, str]) -> str | None:
     """The kernel whose process is ``pid`` or one of its ancestors (a DataLoader worker, a
     ``!python train.py`` started from the notebook)."""

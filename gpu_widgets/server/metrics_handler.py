@@ -63,13 +63,7 @@ class ServerScrapes:
         paths: dict[str, str] = {}
         roots: dict[int, str] = {}
         if any(dev.get("processes") for dev in snap["devices"]):
-            try:
-                for session in await handler.session_manager.list_sessions():
-                    kernel = session.get("kernel") or {}
-                    if kernel.get("id"):
-                        paths[kernel["id"]] = session.get("path")
-            except Exception:
-                handler.log.warning("gpu-widgets: could not list sessions for kernel attribution", exc_info=True)
+            paths = await kernels.notebook_paths(handler.session_manager, handler.log)
             roots = kernels.kernel_root_pids(handler.kernel_manager)
         me = None if self.service.show_other_users_processes else privacy.server_uid()
         loop = asyncio.get_running_loop()

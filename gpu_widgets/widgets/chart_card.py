@@ -11,6 +11,8 @@ Line styles (the ``style`` of a view's LineData):
   throttled" -> "throttled") appears once per chart. ``"lost"``: the same, for lost periods.
 - ``"range"``: a band between two curves; ys is 2 x n (low row, high row).
 - ``"band"``: a thick translucent line (the old throttle marker).
+- ``"alert"``: alert episodes (monitor_alerts): a thin line on the same 0-1 scale as the regions
+  (a rule at each start, a bar along the top to its end, NaN between), named once per chart.
 """
 from __future__ import annotations
 
@@ -137,9 +139,13 @@ class Chart:
             return mark, False
         scales = {"x": self.x_scale, "y": self.y_scale}
         common = dict(x=np.zeros(0), y=np.zeros(0), labels=[name], display_legend=False)
-        if style in REGIONS:
+        if style in REGIONS or style == "alert":
             if self.area_scale is None:
                 self.area_scale = LinearScale(min=0.0, max=1.0, allow_padding=False)
+        if style == "alert":
+            mark = Lines(**common, scales={"x": self.x_scale, "y": self.area_scale}, colors=[line_color],
+                         stroke_width=1.5, opacities=[0.9])
+        elif style in REGIONS:
             mark = Lines(**common, scales={"x": self.x_scale, "y": self.area_scale}, colors=[line_color],
                          fill="bottom", fill_colors=[line_color], fill_opacities=[AREA_OPACITY[style]],
                          opacities=[0.0], stroke_width=0)
@@ -152,7 +158,7 @@ class Chart:
             mark = Lines(**common, scales=scales, colors=[line_color], line_style="solid" if band else style,
                          stroke_width=6 if band else 1.6, opacities=[0.6 if band else 1.0])
         self.lines[name] = mark
-        self.keys[name] = Key(name, line_color, style, shown=style not in REGIONS)
+        self.keys[name] = Key(name, line_color, style, shown=style not in REGIONS and style != "alert")
         return mark, True
 
     def marks_in_order(self) -> list[Lines]:
@@ -168,6 +174,11 @@ class Chart:
             sx, sy = step_curve(x, y > floor)  # NaN compares False: outside
             key.shown = bool(sy.size)
             mark.x, mark.y = sx, sy
+            self.extents[name] = extent(x, x)[:2] + (np.nan, np.nan)
+            return
+        if key.style == "alert":  # on its own 0-1 scale: only its x counts for the axes
+            key.shown = bool(x.size)
+            mark.x, mark.y = x, y
             self.extents[name] = extent(x, x)[:2] + (np.nan, np.nan)
             return
         if key.style == "range":

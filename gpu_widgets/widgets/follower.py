@@ -31,6 +31,7 @@ POLL_S = 0.5
 STEP_BYTES = 2 << 20  # read per pass (~25k rows): then a redraw, so a long log fills in visibly
 GPU_BYTES = 4 << 20
 WAIT_BYTES = 1 << 20  # data_wait.jsonl: ~70 bytes per half second of steps
+ALERT_BYTES = 1 << 20  # alerts.jsonl: ~250 bytes per episode's start or end
 GPU_WINDOW_S = 3600.0  # GPU samples kept in memory, as a live run keeps them; older ones stay in gpu.jsonl
 # Shown as the status while the run is followed: equal to "running" everywhere a status is
 # compared, but not State.RUNNING itself, so log() on this monitor tries to start a run and is
@@ -127,7 +128,9 @@ class Follower:
         gpu_rows, gpu_notes = self.tail.gpu_rows(GPU_BYTES)
         self._add_gpu(r.trace, gpu_rows)
         bins, wait_notes = self.tail.data_wait_rows(WAIT_BYTES)
-        for note in (*notes, *gpu_notes, *wait_notes):
+        alerts, alert_notes = self.tail.alert_rows(ALERT_BYTES)
+        r.gpus.alerts.add_saved(alerts)  # marks and header lines, as the live run drew them
+        for note in (*notes, *gpu_notes, *wait_notes, *alert_notes):
             self._note(r, note)
         if run.t0 is None and records.size:
             run.t0 = r.trace.t0 = records.times[0]

@@ -113,6 +113,9 @@ class MonitorText:
     summary: bool = False  # many GPUs, none this process's: one summary card (gpu_summary)
     data_wait: float | None = None  # share of recent step time spent waiting for data (data_wait)
     diagnosis: Advice | None = None  # input-bound or CPU-bound (data_wait.diagnose)
+    alerts: Sequence[tuple[str, str]] = ()  # (severity, line) of each open alert (monitor_alerts)
+    alerts_ended: int = 0  # alerts that ended this run
+    alerts_problem: str | None = None
 
 
 def known_somewhere(metrics: Sequence[Metric], values: Sequence[Mapping[str, Any]]) -> list[Metric]:
@@ -151,6 +154,19 @@ def progress_html(t: MonitorText) -> str:
     return f'<div class="gpuw-row">{" ".join(progress)}</div>' if progress else ""
 
 
+def alerts_html(t: MonitorText) -> str:
+    """Open alerts, one short line each (an error's in the error colour), then how many ended."""
+    out = [f'<div class="gpuw-alert {"gpuw-error" if severity == "error" else "gpuw-warn"}">{escape(text)}</div>'
+           for severity, text in t.alerts]
+    if t.alerts_ended:
+        n = t.alerts_ended
+        out.append(f'<div class="gpuw-muted gpuw-alert">{n} alert{"s" if n != 1 else ""} ended this run '
+                   "(marked on the GPU charts)</div>")
+    if t.alerts_problem:
+        out.append(f'<div class="gpuw-muted">{escape(t.alerts_problem)}</div>')
+    return "".join(out)
+
+
 def render_monitor(t: MonitorText) -> str:
     backend_badge, backend_html = backend_line(t.backend, t.backend_status, t.backend_reason, t.config_error)
     lines = [f'<div><span class="gpuw-htitle">{escape(t.title)}</span> {badge(t.status, t.status)}{backend_badge}</div>']
@@ -166,6 +182,7 @@ def render_monitor(t: MonitorText) -> str:
             f" (first of {count} non-finite value{'s' if count != 1 else ''}; not plotted)</div>"
         )
     lines.append(backend_html)
+    lines.append(alerts_html(t))
     metrics = known_somewhere(shown_in(MONITOR), [d.latest for d in t.devices])
     if t.summary and t.devices:
         lines.append(summary_html([from_trace(d) for d in t.devices], metrics))

@@ -16,6 +16,8 @@ from html import escape
 # The shaded styles: episodes (throttling, a lost GPU) and a band between two curves.
 AREA_STYLES = ("region", "lost", "range")
 DASHED = ("dashed", "dotted", "dash_dotted")
+# Keys named once per chart, without a value: shaded episodes and alert marks (monitor_alerts).
+MARKS = ("region", "lost", "alert")
 _GPU_PREFIX = re.compile(r"^GPU \d+ ")
 _GPU_INDEX = re.compile(r"^GPU (\d+)\b")
 
@@ -54,7 +56,7 @@ def _order(key: Key) -> tuple[int, int]:
     """Lines before shaded areas, GPU lines by index: a GPU whose line starts late (after a lost
     stretch) still reads in its place. Other keys keep the order they came in (a stable sort)."""
     found = _GPU_INDEX.match(key.name)
-    return (1 if key.style in ("region", "lost") else 0, int(found.group(1)) if found else -1)
+    return (1 if key.style in MARKS else 0, int(found.group(1)) if found else -1)
 
 
 def render(title: str, keys: list[Key], unit: str, decimals: int | None) -> str:
@@ -63,7 +65,7 @@ def render(title: str, keys: list[Key], unit: str, decimals: int | None) -> str:
     for key in sorted(keys, key=_order):
         if not key.shown:
             continue
-        if key.style in ("region", "lost"):
+        if key.style in MARKS:
             label = region_label(key.name)
             if label in seen_regions:
                 continue

@@ -102,6 +102,7 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
     ours = not summary and (bool(torch and torch.cuda_initialized) or bool(records.tensor_devices - {"cpu"})
                             or isinstance(gpus.choice, frozenset))
     diagnosis = diagnose(share, recent_busy(devices) if ours else None)
+    alerts = gpus.alerts
     return render_monitor(MonitorText(
         title=title, status=run.state, status_detail=None if detail is None else detail[:400],
         steps_done=steps_done(records), rows=records.size, total_steps=progress.total_steps,
@@ -112,5 +113,6 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
         backend_status=backend_status, backend_reason=backend_reason, config_error=gpus.config_error,
         devices=devices, torch=gpus.torch, errors=run.errors, summary=summary, advice=advice,
         notes=notes, run_dir=str(run_dir) if run_dir is not None else None,
-        data_wait=share, diagnosis=diagnosis,
+        data_wait=share, diagnosis=diagnosis, alerts=alerts.header_lines(devices, running),
+        alerts_ended=alerts.ended, alerts_problem=alerts.problem,
     ))

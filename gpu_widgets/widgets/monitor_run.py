@@ -62,6 +62,7 @@ class MonitorRun:
         self.view = ChartsView("", time_domain=(0.0, None))
         self.charts = MonitorCharts(self.view, plot, x_axis, max_points, gpu_charts(self.trace.curve_specs))
         self.writer.waits = self.charts.waits  # the data-wait bins go to the run log too
+        self.writer.alerts = self.gpus.alerts  # and the alert episodes
         self.draw_due = 0.0
         self.cell_rows = -1
         self.display_handle: Any = None
@@ -192,7 +193,9 @@ class MonitorRun:
             self.tick_lock.release()
 
     def draw(self, n: int) -> None:
-        lines = self.charts.lines(self.records, n, self.gpus.shown(), self.run.t0, self.gpus.summarised())
+        shown = self.gpus.shown()
+        lines = self.charts.lines(self.records, n, shown, self.run.t0, self.gpus.summarised())
+        lines += self.gpus.alerts.lines(self.charts.gpu, shown, self.run.t0)
         self.view.update(self.header_html(), lines)
 
     def header_html(self) -> str:
@@ -232,8 +235,10 @@ class MonitorRun:
     def render_png(self) -> bytes:
         self.records.resolve_deferred()
         origin = (self.run.t0 or 0.0) if self.on_time else None
-        return render_png(self.title, self.records, self.charts.plan, self.trace, self.gpus.shown(), origin,
-                          summary=self.gpus.summarised(), data_wait=self.charts.waits.points(self.run.t0))
+        shown = self.gpus.shown()
+        return render_png(self.title, self.records, self.charts.plan, self.trace, shown, origin,
+                          summary=self.gpus.summarised(), data_wait=self.charts.waits.points(self.run.t0),
+                          alerts=self.gpus.alerts.spans(shown, self.run.t0 or 0.0))
 
     def gpu_file_rows(self) -> list[dict[str, Any]]:
         """The GPU samples as files hold them (labels where they change), for save()."""
@@ -253,6 +258,7 @@ class MonitorRun:
             trace.add_row(r)
         trace.status = "ok" if saved.gpu_rows else None
         self.charts.waits.add_saved(saved.data_wait_rows, trace.t0)
+        self.gpus.alerts.add_saved(saved.alert_rows)
         run.state = State.saved(saved.meta.get("status"))
         self.draw(self.records.size)
 

@@ -1,5 +1,6 @@
 """The GPUs a TrainingMonitor's run watches: samples from the sampler, folded into the run's
-GPU trace on the monitor's thread, and which GPUs are shown (``gpus=``, or those PyTorch uses)."""
+GPU trace on the monitor's thread, and which GPUs are shown (``gpus=``, or those PyTorch uses).
+The alert rules (monitor_alerts) run on the same samples, for the GPUs shown."""
 from __future__ import annotations
 
 from collections import deque
@@ -11,6 +12,7 @@ from ..sampling.sampler import Sampler
 from . import leases, run_state
 from .background import Resources
 from .gpu_summary import summarised
+from .monitor_alerts import MonitorAlerts
 from .process_gpus import Choice, watched
 from .torch_probe import TorchState, probe, torch_fields
 
@@ -25,6 +27,7 @@ class RunGpus:
         self.torch: TorchState | None = None
         self.config_error: str | None = None
         self.readonly = False  # a loaded run: every GPU it recorded is shown
+        self.alerts = MonitorAlerts()
 
     def connect(self) -> None:
         """Subscribe to the sampler (the shared one is leased: started while someone watches)."""
@@ -55,7 +58,9 @@ class RunGpus:
         extra = torch_fields(self.torch)
         while self.inbox:
             snap = self.inbox.popleft()
-            written(self.trace.add_snapshot(snap, self.watched(snap), extra))
+            shown = self.watched(snap)
+            written(self.trace.add_snapshot(snap, shown, extra))
+            self.alerts.feed(snap, shown)
 
     def _probe_torch(self, snap: Mapping[str, Any]) -> None:
         uuids: list[str | None] = []

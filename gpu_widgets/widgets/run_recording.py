@@ -84,6 +84,7 @@ class RunWriter:
         self.written = threading.Event()  # set after each pass
         self.stuck = False  # it once kept log() waiting WAIT_LIMIT_S: never waited for again
         self.waits: Any = None  # the charts' StepTimes (data_wait): its half-second bins go to the run log too
+        self.alerts: Any = None  # the run's MonitorAlerts: each episode's start and end go to alerts.jsonl
 
     def open(self, meta: dict[str, Any], resumed: bool) -> None:
         """Start the run log (its directory is made on the monitor's thread: no I/O in the loop)."""
@@ -92,6 +93,8 @@ class RunWriter:
         self.res.run_log = RunLog(self.root, meta, self.max_bytes)
         if self.waits is not None:
             self.waits.unsaved = []  # from now on closed bins wait here for the writer
+        if self.alerts is not None:
+            self.alerts.unsaved = []
 
     def arm(self) -> None:
         """A run starts or resumes: log() waits for the writer from one pass from now."""
@@ -154,6 +157,8 @@ class RunWriter:
                 rl.write_gpu(rows)
             if self.waits is not None and self.waits.unsaved is not None:
                 rl.write_data_wait(self.waits.take_unsaved(self.run.t0, final=stopping))
+            if self.alerts is not None:
+                rl.write_alerts(self.alerts.take_unsaved())
             rl.flush()
             self.caught_up(n)
             if self.gpu_window_s is not None and rl.gpu_lines_flushed:
@@ -165,6 +170,8 @@ class RunWriter:
             self.gpu_unwritten = []
             if self.waits is not None:
                 self.waits.unsaved = None
+            if self.alerts is not None:
+                self.alerts.unsaved = None
             self.due = math.inf
             self.written.set()
             self.run.problem(f"run log stopped ({type(exc).__name__}: {exc}); the data stay in memory: "

@@ -4,7 +4,8 @@ The same charts as the widget, laid out the same way: the metric charts, then th
 the metric catalogue (``shown_in(MONITOR)``: busy % with throttle episodes shaded orange as in the
 sidebar, memory with PyTorch's allocated and reserved, temperature, power), with the catalogue's
 titles and fixed y ranges, each chart's title and legend (with latest values) above its plot. A run
-that timed its steps' wait for data gets the "data wait (%)" chart beside GPU busy, as in the widget. Drawn with matplotlib's
+that timed its steps' wait for data gets the "data wait (%)" chart beside GPU busy, as in the widget. Alert episodes
+(monitor_alerts) are marked on every GPU chart as in the widget: a rule at the start, a bar to the end. Drawn with matplotlib's
 object API on the Agg canvas, never ``pyplot``: no global figure state, no interference with the
 user's own plots or backend.
 """
@@ -18,6 +19,7 @@ from typing import Any, Callable
 from .charts import ChartPlan
 from .data_wait import CHART_TITLE as WAIT_TITLE, COLOR as WAIT_COLOR, LINE as WAIT_LINE
 from .gpu_summary import aggregate, merged
+from .monitor_alerts import KIND_COLORS, mark_name
 from .monitor_charts import CHART_NAMES, chart_top, gpu_charts
 from ..store.decimator import Decimator
 from ..runs.gpu_trace import GpuTrace
@@ -64,12 +66,20 @@ def _summary(ax: Any, panel: Any, devices: Sequence[Any], max_points: int) -> fl
 Points = tuple[Sequence[float], Sequence[float]]
 
 
+def _alert_marks(ax: Any, alerts: dict[str, Points]) -> None:
+    """Each kind's episodes as one path: x in seconds, y on the axes' 0-1 height (never moves the y range)."""
+    for kind, (xs, ys) in alerts.items():
+        ax.plot(xs, ys, color=KIND_COLORS.get(kind, "#b71c1c"), linewidth=1.2, transform=ax.get_xaxis_transform(),
+                label=mark_name(kind))
+
+
 def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
                 time_origin: float | None = None, max_points: int = 2000, summary: bool = False,
-                data_wait: Points | None = None) -> Any:
+                data_wait: Points | None = None, alerts: dict[str, Points] | None = None) -> Any:
     """The matplotlib Figure of the run's charts. ``time_origin``: metrics against seconds since then (the widget's time axis); None: steps.
     ``summary``: the GPUs as one mean line and a min–max band per chart, as the widget draws them.
-    ``data_wait``: the data-wait chart's points (seconds since the start, %; ``StepTimes.points``)."""
+    ``data_wait``: the data-wait chart's points (seconds since the start, %; ``StepTimes.points``).
+    ``alerts``: per alert kind, its marks' path (``MonitorAlerts.spans``)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -125,6 +135,7 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
             for k, (start, end) in enumerate(spans):
                 ax.axvspan(start, end, color=REGION_COLOR, alpha=0.2, linewidth=0,
                            label=("throttled (any GPU)" if summary else "throttled") if k == 0 else None)
+        _alert_marks(ax, alerts or {})
         # The catalogue's fixed range; data past a fixed top widens it (never cut off).
         if m.y_min is not None or top is not None:
             ax.set_ylim(bottom=m.y_min, top=None if top is None else max(top, highest))
@@ -150,9 +161,9 @@ def _wait_chart(ax: Any, points: Points) -> None:
 
 def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
                time_origin: float | None = None, max_points: int = 2000, summary: bool = False,
-               data_wait: Points | None = None) -> bytes:
+               data_wait: Points | None = None, alerts: dict[str, Points] | None = None) -> bytes:
     """The figure of ``draw_figure`` as PNG bytes."""
-    fig = draw_figure(title, records, plan, trace, devices, time_origin, max_points, summary, data_wait)
+    fig = draw_figure(title, records, plan, trace, devices, time_origin, max_points, summary, data_wait, alerts)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()

@@ -3,14 +3,14 @@
  * configured at all?), then polls it only while the Cluster view is on screen, with the details
  * of the hosts that are open.
  *
- * A Lumino `Poll` as in the GPU model: backoff on failures, standby while the view is hidden or
- * the browser tab is, so 500 hosts cost nothing while nobody looks.
+ * A Lumino `Poll` as in the GPU model (fetchPoll.ts): backoff on failures, standby while the
+ * view is hidden or the browser tab is, so 500 hosts cost nothing while nobody looks.
  */
 import { IDisposable } from '@lumino/disposable';
-import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { IClusterHost, IClusterHostDetail, IClusterOverview, parseOverview } from './cluster';
+import { FetchPoll } from './fetchPoll';
 import { MAX_BACKOFF_MS } from './pollLimits';
 import { Query, requestAPI } from './request';
 import { ApiError } from './tokens';
@@ -52,9 +52,7 @@ export class ClusterModel implements IDisposable {
     this._request = options.request ?? (<T>(endpoint: string, query?: Query) => requestAPI<T>(endpoint, query));
     const interval = options.intervalMs ?? CLUSTER_INTERVAL_MS;
     this._probeRetryMs = options.probeRetryMs ?? PROBE_RETRY_MS;
-    this._poll = new Poll<void, unknown, 'standby'>({
-      auto: false,
-      factory: () => this._update(),
+    this._fetcher = new FetchPoll(() => this._fetch(), {
       frequency: { interval, backoff: true, max: Math.max(MAX_BACKOFF_MS, interval) },
       name: 'gpu-widgets:cluster',
       standby: () => (this._visible ? 'when-hidden' : true)
@@ -104,7 +102,7 @@ export class ClusterModel implements IDisposable {
   /** Ask once whether a cluster is configured (the switch is shown only then). Never rejects. */
   async probe(): Promise<void> {
     try {
-      await this._update();
+      await this._fetcher.run();
     } catch (error) {
       // offered stays false: no switch. An older server without the endpoint answers 404 (never
       // ask again); no answer at all may be a server restarting (ask again later).
@@ -122,10 +120,10 @@ export class ClusterModel implements IDisposable {
     this._visible = visible;
     if (visible) {
       if (this._started) {
-        void this._poll.refresh();
+        void this._fetcher.poll.refresh();
       } else {
         this._started = true;
-        void this._poll.start(); // its first tick asks at once
+        void this._fetcher.poll.start(); // its first tick asks at once
       }
     }
   }
@@ -144,13 +142,9 @@ export class ClusterModel implements IDisposable {
     }
   }
 
-  /** Ask now (the "Retry now" button; tests). Never rejects. */
-  async refresh(): Promise<void> {
-    try {
-      await this._update();
-    } catch {
-      // the error is shown
-    }
+  /** Ask now (the "Retry now" button; tests). Never rejects: the error is shown. */
+  refresh(): Promise<void> {
+    return this._fetcher.refresh();
   }
 
   dispose(): void {
@@ -159,19 +153,8 @@ export class ClusterModel implements IDisposable {
     }
     this._isDisposed = true;
     clearTimeout(this._probeTimer);
-    // Poll.dispose leaves its next tick's timer pending; stopping first clears it.
-    void this._poll.stop();
-    this._poll.dispose();
+    this._fetcher.dispose();
     Signal.clearData(this);
-  }
-
-  private _update(): Promise<void> {
-    if (!this._inflight) {
-      this._inflight = this._fetch().finally(() => {
-        this._inflight = null;
-      });
-    }
-    return this._inflight;
   }
 
   private async _fetch(): Promise<void> {
@@ -238,12 +221,11 @@ export class ClusterModel implements IDisposable {
   private _chosen: string[] | null = null;
   private _details = new Map<string, HostDetailState>();
   private _error: string | null = null;
+  private _fetcher: FetchPoll;
   private _hosts: IClusterHost[] = [];
-  private _inflight: Promise<void> | null = null;
   private _isDisposed = false;
   private _offered = false;
   private _overview: IClusterOverview | null = null;
-  private _poll: Poll<void, unknown, 'standby'>;
   private _probeRetryMs: number;
   private _probeTimer: ReturnType<typeof setTimeout> | undefined = undefined;
   private _request: RequestFn;

@@ -260,7 +260,7 @@ const HostRow = React.memo(function HostRow(props: {
   const onToggle = (): void => props.onToggle(host.hostname);
   const count = (n: number | null): string => (n === null || host.stale ? '—' : String(n));
   const fill = host.stale || host.utilMean === null ? null : Math.min(1, Math.max(0, host.utilMean / 100));
-  const classes = ['jp-GpuWidgets-hostRow', open ? 'jp-mod-open' : '', host.stale ? 'jp-mod-stale' : '', host.current ? 'jp-mod-current' : ''];
+  const classes = ['jp-GpuWidgets-hostRow', 'jp-GpuWidgets-clickRow', open ? 'jp-mod-open' : '', host.stale ? 'jp-mod-stale' : '', host.current ? 'jp-mod-current' : ''];
   return (
     <div
       role="row"

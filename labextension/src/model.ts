@@ -25,6 +25,7 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { Catalogue, parseCatalogue } from './catalogue';
+import { FetchPoll } from './fetchPoll';
 import { buildGpus, IGpu } from './gpus';
 import { stateFromError, stateFromStatus } from './monitorState';
 import { MAX_MAX_POINTS, MIN_MAX_POINTS, MIN_PROCESS_INTERVAL_MS, pollFrequency } from './pollLimits';
@@ -71,13 +72,12 @@ export class GpuModel implements IDisposable {
     this._history = new History(normalizeHistoryWindow(options.historyWindowS ?? DEFAULT_HISTORY_WINDOW_S));
     this._autoPoll = options.autoPoll ?? true;
     this._now = options.now ?? Date.now;
-    this._poll = new Poll<void, unknown, 'standby'>({
-      auto: false,
-      factory: () => this._update(),
+    this._fetcher = new FetchPoll(() => this._fetch(), {
       frequency: pollFrequency(this._panelVisible, this._refreshMs),
       name: 'gpu-widgets:model',
       standby: () => (this._panelVisible || this._statusBarActive ? 'when-hidden' : true)
     });
+    this._poll = this._fetcher.poll;
     this._poll.ticked.connect(this._onTicked, this);
   }
 
@@ -221,12 +221,8 @@ export class GpuModel implements IDisposable {
    * Ask now instead of waiting for the next tick (the "Retry now" button; tests).
    * Never rejects: failures become the state.
    */
-  async refresh(): Promise<void> {
-    try {
-      await this._update();
-    } catch {
-      // the state says what happened
-    }
+  refresh(): Promise<void> {
+    return this._fetcher.refresh(); // the state says what happened
   }
 
   dispose(): void {
@@ -234,7 +230,7 @@ export class GpuModel implements IDisposable {
       return;
     }
     this._isDisposed = true;
-    this._poll.dispose();
+    this._fetcher.dispose();
     Signal.clearData(this);
   }
 
@@ -257,16 +253,6 @@ export class GpuModel implements IDisposable {
       this._state = { ...this._state, retryInMs: poll.state.interval };
       this._emit();
     }
-  }
-
-  /** One update; concurrent callers (the poll, a refresh) share the one in flight. */
-  private _update(): Promise<void> {
-    if (!this._inflight) {
-      this._inflight = this._fetch().finally(() => {
-        this._inflight = null;
-      });
-    }
-    return this._inflight;
   }
 
   private async _fetch(): Promise<void> {
@@ -379,9 +365,9 @@ export class GpuModel implements IDisposable {
   private _chartWidthPx = DEFAULT_CHART_WIDTH_PX;
   private _devices = new Map<number, IDeviceInfo>();
   private _devicesStale = true;
+  private _fetcher: FetchPoll;
   private _gpus: IGpu[] = [];
   private _history: History;
-  private _inflight: Promise<void> | null = null;
   private _isDisposed = false;
   private _lastStatus: IStatus | null = null;
   private _live = new LiveSample();

@@ -117,7 +117,7 @@ function OverviewRow(props: {
       aria-label={`GPU ${row.index}`}
       aria-selected={selected}
       data-gpu-index={row.index}
-      className={`jp-GpuWidgets-overviewRow${selected ? ' jp-mod-selected' : ''}${row.lost ? ' jp-mod-lost' : ''}`}
+      className={`jp-GpuWidgets-overviewRow jp-GpuWidgets-clickRow${selected ? ' jp-mod-selected' : ''}${row.lost ? ' jp-mod-lost' : ''}`}
       title={`Show the card of GPU ${row.index} (Ctrl-click: show it beside the others)`}
       onClick={e => onSelect(row.index, e.ctrlKey || e.metaKey || e.shiftKey)}
       onKeyDown={e => {

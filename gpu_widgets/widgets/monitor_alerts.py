@@ -1,0 +1,175 @@
+"""The TrainingMonitor's alerts: the server's rules (gpu_widgets.alerts) applied to the run's own
+GPU samples, shown as marks on its GPU charts and as short lines in its header.
+
+The rules and episodes are the sidebar's (docs/alerts.md), run here on the monitor's thread over
+the snapshots the monitor already receives from its sampler: no NVML call of its own, and only
+on the GPUs the monitor shows. The thresholds are the defaults: the server's settings live in
+another process. The idle-kernel rule does not apply inside a training run: it looks for a
+kernel that holds memory on a GPU nobody uses, and a running loop is that kernel at work, so no
+kernel attribution is given to the rules and that rule never fires.
+
+Each episode (kind, GPU, start, end: None while it lasts) goes to the run log's alerts.jsonl, a
+line when it opens and another when it ends (the latest line of an id wins), so load(), follow()
+and the PNG show what the live run showed.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..alerts.episodes import EpisodeBook
+from ..alerts.rules import FALLBACK_SLOWDOWN_C, GpuState, Thresholds, evaluate
+from ..alerts.words import clock
+from ..metrics.throttle import LABELS, mask_from_names, slowdown_names
+from ..runs.gpu_trace import DeviceTrace
+from .view import LineData
+
+MAX_KEPT = 500  # episodes a run keeps (the oldest ended ones go first); ``ended`` counts them all
+MAX_MARKS = 100  # episodes drawn on the charts: the latest ones
+# Deep tones, so a thin rule reads against the light orange and grey shading of throttled and
+# lost stretches, and against the GPU lines (the palette's mid tones).
+KIND_COLORS = {"lost": "#b71c1c", "throttle": "#bf360c", "temperature": "#880e4f", "memory": "#4a148c"}
+KIND_WORDS = {"lost": "lost", "throttle": "throttled", "temperature": "hot", "memory": "memory full"}
+# The height of each kind's bar on the chart's 0-1 scale: just under the top edge, a step apart,
+# so episodes of different kinds at the same time stay apart.
+KIND_TOPS = {"lost": 0.97, "throttle": 0.93, "temperature": 0.89, "memory": 0.85}
+FILE_KEYS = ("id", "kind", "severity", "gpu", "uuid", "start", "end", "message")
+NO_OWNERS: Mapping[int, Any] = {}  # no kernel attribution: the idle-kernel rule stays silent
+
+
+def mark_name(kind: str) -> str:
+    return f"alert: {KIND_WORDS.get(kind, kind)}"
+
+
+class MonitorAlerts:
+    """One run's alert episodes: evaluated from live snapshots (``feed``) or read back from a run
+    log (``add_saved``). Runs on the monitor's (or the follower's) thread."""
+
+    def __init__(self, limits: Thresholds | None = None) -> None:
+        self.limits = limits or Thresholds()
+        self.book = EpisodeBook(keep_s=math.inf, max_ended=MAX_KEPT)
+        self.states: dict[int, GpuState] = {}
+        self.episodes: dict[str, dict[str, Any]] = {}  # id -> episode, in the order they opened
+        self.ended = 0  # episodes that ended this run, kept or not
+        self.version = 0  # counts the changes, for redraws
+        self.unsaved: list[dict[str, Any]] | None = None  # lines for alerts.jsonl, while the run log is on
+        self.problem: str | None = None  # the evaluation failed once: alerts are off for this run
+        self._drawn: dict[tuple[str, str], str] = {}  # (chart, mark) -> colour, as last sent
+        self._drawn_key: Any = None
+
+    # -- in -----------------------------------------------------------------------------------
+    def feed(self, snap: Mapping[str, Any], gpus: Iterable[int] | None) -> None:
+        """One sampler snapshot: the rules on the GPUs shown (``gpus``; every GPU when None)."""
+        if self.problem is not None:
+            return
+        try:
+            conditions = evaluate(snap, self.limits, self.states, NO_OWNERS, gpus)
+            if self.book.update(float(snap["timestamp"]), conditions):
+                for e in sorted(self.book.published[1], key=lambda e: e["start"]):  # oldest first
+                    self._record({k: e[k] for k in FILE_KEYS}, save=True)
+        except Exception as exc:  # a bad snapshot must not stop the GPU charts: say it, stop alerting
+            self.problem = f"alerts off for this run: {type(exc).__name__}: {exc}"
+
+    def add_saved(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Episodes read back from alerts.jsonl (load, follow): the latest line of an id wins."""
+        for row in rows:
+            self._record({k: row.get(k) for k in FILE_KEYS}, save=False)
+
+    def _record(self, e: dict[str, Any], save: bool) -> None:
+        old = self.episodes.get(e["id"])
+        if old is not None and old["end"] == e["end"]:
+            return
+        self.episodes[e["id"]] = e
+        if e["end"] is not None and (old is None or old["end"] is None):
+            self.ended += 1
+        self.version += 1
+        if save and self.unsaved is not None:
+            self.unsaved.append(e)
+        if len(self.episodes) > MAX_KEPT:
+            oldest = next((i for i, x in self.episodes.items() if x["end"] is not None), None)
+            if oldest is not None:
+                del self.episodes[oldest]
+
+    def take_unsaved(self) -> list[dict[str, Any]]:
+        if self.unsaved is None:
+            return []
+        rows, self.unsaved = self.unsaved, []
+        return rows
+
+    # -- out: the header ----------------------------------------------------------------------
+    def open_now(self) -> list[dict[str, Any]]:
+        return [e for e in self.episodes.values() if e["end"] is None]
+
+    def header_lines(self, devices: Sequence[DeviceTrace], live: bool) -> list[tuple[str, str]]:
+        """(severity, short line) for each open episode: "GPU 1 lost since 14:02:11 UTC"."""
+        latest = {d.index: d.latest for d in devices}
+        out = []
+        for e in self.open_now():
+            when = f"since {clock(e['start'])}" if live else f"from {clock(e['start'])} to the end of the run"
+            out.append((e.get("severity") or "warning", f"{short_what(e, latest.get(e['gpu'], {}))} {when}"))
+        return out
+
+    # -- out: the charts ----------------------------------------------------------------------
+    def spans(self, devices: Sequence[DeviceTrace], t0: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per kind, the latest MAX_MARKS episodes of the GPUs shown as one path on a 0-1 scale:
+        a rule at the start, a bar along the top to the end (an open one: to the latest sample),
+        NaN between episodes. x in seconds since ``t0``."""
+        shown = {d.index for d in devices}
+        last = max((d.last_t for d in devices if d.last_t is not None), default=None)
+        chosen = [e for e in self.episodes.values() if e["gpu"] in shown][-MAX_MARKS:]
+        paths: dict[str, tuple[list[float], list[float]]] = {}
+        for e in chosen:
+            end = e["end"] if e["end"] is not None else max(last if last is not None else e["start"], e["start"])
+            xs, ys = paths.setdefault(e["kind"], ([], []))
+            top = KIND_TOPS.get(e["kind"], 0.81)
+            xs += [e["start"] - t0, e["start"] - t0, end - t0, math.nan]
+            ys += [0.0, top, top, math.nan]
+        return {kind: (np.asarray(xs, np.float32), np.asarray(ys, np.float32)) for kind, (xs, ys) in paths.items()}
+
+    def lines(self, charts: Sequence[Any], devices: Sequence[DeviceTrace], t0: float | None) -> list[LineData]:
+        """The marks on every GPU chart that has data, sent only when they change; a mark with no
+        episode left is sent empty (a mark keeps the last data it was sent)."""
+        names = [c.name for c in charts if any(c.lines[0][0] in d.curves and d.curves[c.lines[0][0]].count for d in devices)]
+        last = max((d.last_t for d in devices if d.last_t is not None), default=None)
+        key = (self.version, tuple(names), tuple(d.index for d in devices), t0,
+               last if self.open_now() else None)
+        if key == self._drawn_key:
+            return []
+        self._drawn_key = key
+        spans = self.spans(devices, t0 or 0.0)
+        out: list[LineData] = []
+        for chart in names:
+            for kind, (xs, ys) in spans.items():
+                out.append((chart, mark_name(kind), KIND_COLORS.get(kind, "#b71c1c"), "alert", xs, ys))
+        now = {(chart, name): colour for chart, name, colour, _, _, _ in out}
+        empty = np.zeros(0, np.float32)
+        out += [(chart, name, colour, "alert", empty, empty)
+                for (chart, name), colour in self._drawn.items() if (chart, name) not in now]
+        self._drawn.update(now)
+        return out
+
+
+def short_what(e: Mapping[str, Any], latest: Mapping[str, Any]) -> str:
+    """What an episode is, in a few words, with the GPU's latest reading where it helps."""
+    gpu, kind = f"GPU {e['gpu']}", e["kind"]
+    if kind == "lost":
+        return f"{gpu} lost"
+    if kind == "temperature":
+        temp, limit = latest.get("temperature_c"), latest.get("temperature_slowdown_c")
+        if temp is None:
+            return f"{gpu} hot, near its slowdown temperature"
+        if limit:
+            return f"{gpu} at {temp:g} °C, {max(0.0, limit - temp):g} °C from its slowdown"
+        # The rule's stand-in when the GPU does not tell its own limit (rules.FALLBACK_SLOWDOWN_C).
+        return f"{gpu} at {temp:g} °C, {max(0.0, FALLBACK_SLOWDOWN_C - temp):g} °C from a typical slowdown temperature"
+    if kind == "throttle":
+        names = latest.get("throttle_reasons")
+        reasons = slowdown_names(mask_from_names(names)) if names else []
+        return f"{gpu} slowed down by {', '.join(LABELS.get(n, n) for n in reasons)}" if reasons else f"{gpu} slowed down"
+    if kind == "memory":
+        used, total = latest.get("memory_used_bytes"), latest.get("memory_total_bytes")
+        return f"{gpu} memory {100.0 * used / total:.0f} % full" if used is not None and total else f"{gpu} memory nearly full"
+    return f"{gpu} {kind}"
