@@ -113,40 +113,19 @@ class RunTail:
     def gpu_rows(self, max_bytes: int) -> tuple[list[dict[str, Any]], list[str]]:
         from .saved_run import _gpu_row  # here: `gpu-widgets runs` imports this module and must stay numpy-free
 
-        rows, notes = self.gpu.read(max_bytes)
-        out = []
-        for n, row in rows:
-            try:
-                out.append(_gpu_row(row, f"{self.gpu.file}: line {n}"))
-            except RunFileError as exc:
-                notes.append(f"{exc}: skipped")
-        return out, notes
+        return _checked(self.gpu, max_bytes, _gpu_row)
 
     def data_wait_rows(self, max_bytes: int) -> tuple[list[dict[str, Any]], list[str]]:
         """The new bins of data_wait.jsonl (checked as load() checks them), and notes about lines skipped."""
         from .saved_run import data_wait_row
 
-        rows, notes = self.waits.read(max_bytes)
-        out = []
-        for n, row in rows:
-            try:
-                out.append(data_wait_row(row, f"{self.waits.file}: line {n}"))
-            except RunFileError as exc:
-                notes.append(f"{exc}: skipped")
-        return out, notes
+        return _checked(self.waits, max_bytes, data_wait_row)
 
     def alert_rows(self, max_bytes: int) -> tuple[list[dict[str, Any]], list[str]]:
         """The new lines of alerts.jsonl (checked as load() checks them), and notes about lines skipped."""
         from .saved_run import alert_row
 
-        rows, notes = self.alerts.read(max_bytes)
-        out = []
-        for n, row in rows:
-            try:
-                out.append(alert_row(row, f"{self.alerts.file}: line {n}"))
-            except RunFileError as exc:
-                notes.append(f"{exc}: skipped")
-        return out, notes
+        return _checked(self.alerts, max_bytes, alert_row)
 
     @property
     def caught_up(self) -> bool:
@@ -220,4 +199,16 @@ def _parse(lines: list[bytes], first: int, file: Path) -> tuple[list[tuple[int, 
             notes.append(f"{file}: line {n} is not a JSON object: skipped")
             continue
         out.append((n, row))
+    return out, notes
+
+
+def _checked(tail: Any, max_bytes: int, check: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """A file's new lines, each through ``check`` (load()'s own row check); a bad line is a note, skipped."""
+    rows, notes = tail.read(max_bytes)
+    out = []
+    for n, row in rows:
+        try:
+            out.append(check(row, f"{tail.file}: line {n}"))
+        except RunFileError as exc:
+            notes.append(f"{exc}: skipped")
     return out, notes
