@@ -13,7 +13,7 @@ from typing import Any
 
 from traitlets import Bool, Float, HasTraits, Unicode
 
-from ..settings_check import check_number
+from ..settings_check import check_number, shown
 from .engine import AlertEngine
 from .rules import Thresholds
 
@@ -39,7 +39,7 @@ def check_thresholds(values: Mapping[str, Any], name: Callable[[str], str]) -> T
     checked = {field: check_number(name(field), values[field], ok, rule) for field, (ok, rule) in NUMBERS.items()}
     gpus = values["gpus"]
     if not isinstance(gpus, str) or gpus.strip().lower() not in GPU_CHOICES:
-        raise ValueError(f"{name('gpus')} must be 'all' or 'mine', got {gpus!r}")
+        raise ValueError(f"{name('gpus')} must be 'all' or 'mine', got {shown(gpus)}")
     return Thresholds(**checked, gpus=gpus.strip().lower())
 
 

@@ -7,7 +7,9 @@ With ``since``, only the episodes that started, changed or ended after it.
 
 ``PUT {base_url}gpu-widgets/api/v1/alerts/settings``: new thresholds or GPU scope (any of the
 fields of the answer's ``settings``), checked as the server's own traits are. They are the
-server's: on a shared server every user's tabs see the alerts they decide.
+server's: on a shared server every user's tabs see the alerts they decide. A body over
+``MAX_SETTINGS_BYTES``, not one flat JSON object (json_body), or with a bad field is a 400 that
+names the problem, and changes nothing.
 """
 from __future__ import annotations
 
@@ -18,10 +20,14 @@ from tornado import web
 
 from ..alerts import AlertEngine
 from ..alerts.settings import FIELDS, check_thresholds
+from ..settings_check import cut
 from . import params
 from .handlers import BaseApiHandler
+from .json_body import BadBody, read_object
 
 ENGINE_KEY = "gpu_widgets_alerts"
+# Six short fields fit in a few hundred bytes; anything much bigger is a mistake, not settings.
+MAX_SETTINGS_BYTES = 4096
 
 
 class AlertsHandler(BaseApiHandler):
@@ -70,21 +76,29 @@ class AlertSettingsHandler(BaseApiHandler):
             why = engine.problem or "GpuWidgets.alerts_enabled is False on this server"
             raise web.HTTPError(409, f"the alerts are off ({why}): there are no thresholds to change",
                                 reason="alerts_off")
+        body = self.request.body
+        if len(body) > MAX_SETTINGS_BYTES:
+            raise web.HTTPError(400, f"the body is {len(body):,} bytes; alert settings take at most "
+                                f"{MAX_SETTINGS_BYTES:,}", reason="bad_parameter")
         try:
-            changes = json.loads(self.request.body or b"null")
-        except ValueError:
-            raise web.HTTPError(400, "the body must be a JSON object of alert settings", reason="bad_parameter") from None
-        if not isinstance(changes, dict) or not changes:
+            changes = read_object(body, "alert settings")
+        except BadBody as exc:
+            # "%s": the message holds what was sent, and tornado's log formats log_message with %
+            raise web.HTTPError(400, "%s", f"{exc} (fields: {', '.join(FIELDS)})", reason="bad_parameter") from None
+        if not changes:
             raise web.HTTPError(400, f"the body must be a JSON object with at least one of: {', '.join(FIELDS)}",
                                 reason="bad_parameter")
         unknown = sorted(set(changes) - set(FIELDS))
         if unknown:
-            raise web.HTTPError(400, f"unknown alert setting(s) {', '.join(unknown)} (valid: {', '.join(FIELDS)})",
+            named = ", ".join(cut(name) for name in unknown[:5])
+            if len(unknown) > 5:
+                named += f" and {len(unknown) - 5} more"
+            raise web.HTTPError(400, "%s", f"unknown alert setting(s) {named} (valid: {', '.join(FIELDS)})",
                                 reason="bad_parameter")
         try:
             limits = check_thresholds({**engine.settings(), **changes}, str)
         except ValueError as exc:
-            raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
+            raise web.HTTPError(400, "%s", str(exc), reason="bad_parameter") from None
         engine.set_limits(limits)
         self.log.info("gpu-widgets alerts: settings changed to %s", engine.settings())
         self.send(engine.settings())

@@ -23,6 +23,7 @@ from bqplot import Axis, Figure, LinearScale, Lines
 from ipywidgets import HTML, Layout, VBox
 
 from . import legend
+from .drawable import clipped
 from .legend import AREA_STYLES, Key
 
 Extent = tuple[float, float, float, float]  # x min, x max, y min, y max (NaN: no finite point)
@@ -168,7 +169,9 @@ class Chart:
 
     def set_data(self, name: str, xs: Sequence[float], ys: Sequence[float]) -> None:
         mark, key = self.lines[name], self.keys[name]
-        x, y = array(xs), array(ys)
+        # Drawn within float32's range (drawable); the legend's values stay the exact ones.
+        exact = array(ys)
+        x, y = clipped(array(xs)), clipped(exact)
         if key.style in REGIONS:
             floor = self.y_min if self.y_min is not None else 0.0
             sx, sy = step_curve(x, y > floor)  # NaN compares False: outside
@@ -185,9 +188,9 @@ class Chart:
             if y.ndim != 2 or y.shape[0] != 2 or y.shape[1] != x.shape[0]:
                 raise ValueError(f"the range line {name!r} needs ys of shape (2, {x.shape[0]}) (low row, high row), "
                                  f"got {y.shape}")
-            key.value, key.high = last_finite(y[0]), last_finite(y[1])
+            key.value, key.high = last_finite(exact[0]), last_finite(exact[1])
         else:
-            key.value = last_finite(y)
+            key.value = last_finite(exact)
         mark.x, mark.y = x, y
         self.extents[name] = extent(x, y)
 

@@ -20,6 +20,7 @@ import numpy as np
 from ..metrics.catalogue import Metric
 from ..store.decimator import Decimator
 from .compare_runs import ComparedRun
+from .drawable import narrow
 from .gpu_summary import aggregate
 from .monitor_charts import METRIC_WEIGHT, MIN_LINE_POINTS, chart_top, gpu_charts, has_curve
 from .view import LineData
@@ -114,7 +115,7 @@ def gpu_line(run: ComparedRun, chart: CompareChart, x_axis: str, points: int) ->
         mean = mean[inside]
         if not xs.size:
             return None
-    return (chart.name, run.label, run.color, "solid", np.asarray(xs, np.float32), np.asarray(mean, np.float32))
+    return (chart.name, run.label, run.color, "solid", narrow(xs), narrow(mean))
 
 
 def compare_lines(runs: Sequence[ComparedRun], charts: Sequence[CompareChart], x_axis: str,

@@ -16,6 +16,7 @@ import numpy as np
 
 from .compare_lines import X_LABELS, CompareChart
 from .compare_table import energy_note, table_cells
+from .drawable import LEGEND_CHARS, clipped, short_title
 from .legend import value_text
 from .view import LineData
 
@@ -30,7 +31,10 @@ def _last(ys: np.ndarray) -> float | None:
 
 def _head(ax: Any, title: str, n_lines: int) -> None:
     """The card head of the widget: title small and muted over the legend row, above the plot."""
-    leg = ax.legend(title=title.upper(), loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=max(1, min(n_lines, 2)),
+    longest = max(map(len, ax.get_legend_handles_labels()[1]), default=0)
+    per_row = 2 if longest <= LEGEND_CHARS else 1  # two long names side by side would squeeze the plot
+    leg = ax.legend(title=short_title(title, LEGEND_CHARS).upper(), loc="lower left", bbox_to_anchor=(0.0, 1.0),
+                    ncols=max(1, min(n_lines, per_row)),
                     frameon=False, fontsize=7, title_fontsize=7, alignment="left", borderaxespad=0.2,
                     handlelength=1.4, columnspacing=1.0)
     leg.get_title().set_color(MUTED)
@@ -54,15 +58,16 @@ def draw_comparison(title: str, charts: Sequence[CompareChart], lines: Sequence[
     table_h = 0.35 + 0.22 * (len(summary) + 1)
     fig = Figure(figsize=(5.2 * cols, 2.6 * rows + table_h + 0.4), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle(short_title(title), fontsize=11)
     grid = fig.add_gridspec(rows + 1, cols, height_ratios=[2.6] * rows + [table_h])
     for k, chart in enumerate(shown):
         ax = fig.add_subplot(grid[k // cols, k % cols])
         top = -math.inf
         for _, label, color, _, xs, ys in by_chart[chart.name]:
-            ys = np.asarray(ys, float)
+            exact = np.asarray(ys, float)
+            ys = clipped(exact)  # drawn within float32's range (drawable); the legend's value exact
             ax.plot(xs, ys, color=color, linewidth=1.2,
-                    label=f"{label} {value_text(_last(ys), chart.unit, chart.decimals)}")
+                    label=f"{short_title(label, LEGEND_CHARS)} {value_text(_last(exact), chart.unit, chart.decimals)}")
             if ys.size and np.isfinite(ys).any():
                 top = max(top, float(np.nanmax(ys)))
         if chart.y_min is not None or chart.y_max is not None:

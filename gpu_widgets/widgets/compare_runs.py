@@ -23,6 +23,7 @@ from typing import Any
 from ..runs.gpu_trace import MAX_GAP_S, GpuTrace
 from ..runs.records import Records
 from ..runs.saved_run import read_run
+from .drawable import short_title
 from .monitor_header import steps_done
 from .run_state import State
 from .view import color
@@ -131,11 +132,12 @@ def gather(runs: Sequence[Any], monitor_type: type) -> list[ComparedRun]:
 
 
 def name_runs(runs: list[ComparedRun]) -> None:
-    """Legend names: the title (a run log's title, else the directory or file name) and when the
-    run started; made unique with " #2", " #3" when two still read the same."""
+    """Legend names: the title (a run log's title, else the directory or file name; cut to
+    ``TITLE_CHARS``, whole in ``title``) and when the run started; made unique with " #2", " #3"
+    when two still read the same."""
     counts: dict[str, int] = {}
     for run in runs:
-        base = run.title
+        base = short_title(run.title)
         if run.started is not None:
             base += " · " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started))
         counts[base] = counts.get(base, 0) + 1

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import units
 from .compare_runs import COUNTER, ComparedRun
+from .drawable import short_title
 
 COLUMNS = ("run", "status", "steps", "duration", "steps/s", "samples/s", "energy", "peak memory")
 
@@ -25,7 +26,7 @@ def _energy(row: Mapping[str, Any]) -> str:
 def table_cells(summary: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> tuple[list[str], list[list[str]]]:
     """The table's head and one row of text per run: the columns above, then the final value of
     each charted key ("–" where a run never logged it)."""
-    head = [*COLUMNS, *(f"final {k}" for k in keys)]
+    head = [*COLUMNS, *(f"final {short_title(k)}" for k in keys)]
     rows = []
     for row in summary:
         steps = row["steps"]
@@ -64,7 +65,7 @@ def header_html(title: str, runs: Sequence[ComparedRun], summary: Sequence[Mappi
         body.append(f"<tr><td>{first}</td>" + "".join(f"<td>{escape(c)}</td>" for c in cells[1:]) + "</tr>")
     axis = "by step" if x_axis == "step" else "by time since each run's start"
     return (
-        f'<div class="gpuw-h"><div class="gpuw-row"><span class="gpuw-htitle">{escape(title)}</span>'
+        f'<div class="gpuw-h"><div class="gpuw-row"><span class="gpuw-htitle">{escape(short_title(title))}</span>'
         f'<span class="gpuw-muted">{len(runs)} runs, {axis}</span></div>'
         f'<div class="gpuw-legend gpuw-runs">{keys_html}</div>'
         f'<div class="gpuw-scroll"><table class="gpuw-table gpuw-compare"><tr>{th}</tr>{"".join(body)}</table></div>'

@@ -18,6 +18,7 @@ from ..metrics.catalogue import DASHBOARD, MONITOR, Metric, shown_in
 from ..metrics.fields import GPM_FIELDS
 from . import units
 from .advice import Advice
+from .drawable import short_title
 from ..runs.gpu_trace import DeviceTrace
 from .gpu_cards import device_line, snapshot_device_line
 from .gpu_table import MAX_CARDS, snapshot_rows, trace_rows
@@ -169,7 +170,7 @@ def alerts_html(t: MonitorText) -> str:
 
 def render_monitor(t: MonitorText) -> str:
     backend_badge, backend_html = backend_line(t.backend, t.backend_status, t.backend_reason, t.config_error)
-    lines = [f'<div><span class="gpuw-htitle">{escape(t.title)}</span> {badge(t.status, t.status)}{backend_badge}</div>']
+    lines = [f'<div><span class="gpuw-htitle">{escape(short_title(t.title))}</span> {badge(t.status, t.status)}{backend_badge}</div>']
     detail = t.status_detail or STATUS_HINTS.get(t.status)
     if detail:
         lines.append(f'<div class="{"gpuw-error" if t.status == "failed" else "gpuw-muted"}">{escape(detail)}</div>')

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from html import escape
 
+from .drawable import short_title
+
 # The shaded styles: episodes (throttling, a lost GPU) and a band between two curves.
 AREA_STYLES = ("region", "lost", "range")
 DASHED = ("dashed", "dotted", "dash_dotted")
@@ -76,6 +78,6 @@ def render(title: str, keys: list[Key], unit: str, decimals: int | None) -> str:
             value = f"{value_text(key.value, '', decimals)}–{value_text(key.high, unit, decimals)}"
         else:
             value = value_text(key.value, unit, decimals)
-        parts.append(f'<span>{_swatch(key)}{escape(key.name)} <b>{escape(value)}</b></span>')
-    return (f'<div class="gpuw-title">{escape(title)}</div>'
+        parts.append(f'<span>{_swatch(key)}{escape(short_title(key.name))} <b>{escape(value)}</b></span>')
+    return (f'<div class="gpuw-title">{escape(short_title(title))}</div>'
             f'<div class="gpuw-legend">{"".join(parts)}</div>')

@@ -20,6 +20,7 @@ from ..runs.records import Records
 from ..store.decimator import Decimator
 from .charts import ChartPlan, PlotSpec
 from .data_wait import CHART as WAIT_CHART, CHART_TITLE as WAIT_TITLE, StepTimes
+from .drawable import narrow
 from .gpu_summary import aggregate, merged, region
 from .view import ChartsView, LineData, color
 
@@ -194,9 +195,9 @@ class MonitorCharts:
                 dec = d.curves.get(curve)
                 if dec is not None and dec.count:
                     px, py = dec.points(points)
-                    # float32 both ways: percents, GiB, °C and W need far fewer than 7 digits.
-                    out.append((chart.name, name + suffix, c, style, np.asarray(px, np.float32),
-                                np.asarray(py, np.float32)))
+                    # float32 both ways: percents, GiB, °C and W need far fewer than 7 digits
+                    # (narrow: float64 for a value past float32's 3.4e38, which would become inf).
+                    out.append((chart.name, name + suffix, c, style, narrow(px), narrow(py)))
         throttled = self.throttle_region(f"{name} throttled", d.episodes, [d])
         if throttled is not None:
             out.append(throttled)
@@ -230,9 +231,9 @@ class MonitorCharts:
             if agg is None:
                 continue
             xs, mean, band = agg
-            x32 = np.asarray(xs, np.float32)
-            out.append((chart.name, f"mean of {len(devices)} GPUs", SUMMARY_COLOR, "solid", x32, np.asarray(mean, np.float32)))
-            out.append((chart.name, "min–max", SUMMARY_COLOR, "range", x32, np.asarray(band, np.float32)))
+            x32 = narrow(xs)
+            out.append((chart.name, f"mean of {len(devices)} GPUs", SUMMARY_COLOR, "solid", x32, narrow(mean)))
+            out.append((chart.name, "min–max", SUMMARY_COLOR, "range", x32, narrow(band)))
         throttled = self.throttle_region(SUMMARY_THROTTLED, merged(e for d in devices for e in d.episodes), devices)
         if throttled is not None:
             out.append(throttled)

@@ -26,6 +26,7 @@ from ..sampling.sampler import Sampler
 from . import cell_hooks, run_state
 from .background import Resources, timer_loop
 from .batches import SampleCounter, batch_size_of, device_of
+from .drawable import short_title
 from .monitor_charts import MonitorCharts, PlotSpec, gpu_charts
 from .monitor_header import Progress, header_html
 from .process_gpus import Choice
@@ -225,7 +226,7 @@ class MonitorRun:
     def __repr__(self) -> str:
         step = self.records.last_step
         steps = "no steps" if step is None else f"step {step}"
-        return f"<TrainingMonitor {self.title!r}: {self.run.state}, {steps}, keys {list(self.records.keys)}>"
+        return f"<TrainingMonitor {short_title(self.title)!r}: {self.run.state}, {steps}, keys {list(self.records.keys)}>"
 
     def show_final(self) -> None:
         """Replace the displayed output: the same live widget, now with its static picture."""
@@ -251,7 +252,7 @@ class MonitorRun:
         run.readonly = self.gpus.readonly = True
         run.loaded_from = saved.source
         run.notes.extend(saved.notes)
-        self.records.extend_rows(saved.rows)
+        self.records.adopt(saved.records)  # the loaded columns themselves: no row is copied
         run.t0, run.t_end = saved.started, saved.ended
         trace.t0 = run.t0 or 0.0
         for r in saved.gpu_rows:

@@ -24,6 +24,7 @@ from .monitor_charts import CHART_NAMES, chart_top, gpu_charts
 from ..store.decimator import Decimator
 from ..runs.gpu_trace import GpuTrace
 from ..runs.records import Records
+from .drawable import LEGEND_CHARS, clipped, short_title
 from .legend import value_text
 from .view import color
 
@@ -41,7 +42,7 @@ def _head(ax: Any, title: str) -> None:
     values, both above the plot (never a legend box over the data)."""
     labels = ax.get_legend_handles_labels()[1]
     per_row = 4 if max(map(len, labels), default=0) <= 14 else 3  # keep the row within the plot's width
-    leg = ax.legend(title=title.upper(), loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=max(1, min(len(labels), per_row)),
+    leg = ax.legend(title=short_title(title, LEGEND_CHARS).upper(), loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=max(1, min(len(labels), per_row)),
                     frameon=False, fontsize=7, title_fontsize=7, alignment="left", borderaxespad=0.2,
                     handlelength=1.4, columnspacing=1.0)
     leg.get_title().set_color(MUTED)
@@ -56,11 +57,12 @@ def _summary(ax: Any, panel: Any, devices: Sequence[Any], max_points: int) -> fl
         return -math.inf
     xs, mean, band = agg
     m = panel.metric
-    ax.plot(xs, mean, color=color(0), linewidth=1.2,
+    line, low, high = clipped(mean), clipped(band[0]), clipped(band[1])  # as drawn (drawable); legends exact
+    ax.plot(xs, line, color=color(0), linewidth=1.2,
             label=f"mean of {len(devices)} GPUs {value_text(_last(mean), m.unit, m.decimals)}")
-    ax.fill_between(xs, band[0], band[1], color=color(0), alpha=0.2, linewidth=0,  # under the line (zorder)
+    ax.fill_between(xs, low, high, color=color(0), alpha=0.2, linewidth=0,  # under the line (zorder)
                     label=f"min–max {value_text(_last(band[0]), '', m.decimals)}–{value_text(_last(band[1]), m.unit, m.decimals)}")
-    return max((float(v) for v in band[1] if v == v), default=-math.inf)
+    return max((float(v) for v in high if v == v), default=-math.inf)
 
 
 Points = tuple[Sequence[float], Sequence[float]]
@@ -102,7 +104,7 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
     fig = Figure(figsize=(5.2 * cols, 2.6 * rows + 0.4), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
     simulated = " · SIMULATED GPUs" if trace.backend == "simulated" else ""
-    fig.suptitle(title + simulated, fontsize=11)
+    fig.suptitle(short_title(title) + simulated, fontsize=11)
     axes = list(fig.subplots(rows, cols, squeeze=False).flat)
     x_label = "seconds since start" if time_origin is not None else "step"
     for ax, (chart, keys) in zip(axes, charts.items()):
@@ -111,7 +113,8 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
             xs, ys, _ = records.points(key, 0, records.size, time_origin)
             dec.extend(xs, ys)
             px, py = dec.points()
-            ax.plot(px, py, color=color(i), label=f"{key} {value_text(_last(py), '', None)}", linewidth=1.2)
+            label = f"{short_title(key, LEGEND_CHARS)} {value_text(_last(py), '', None)}"  # the exact value; the line clipped
+            ax.plot(px, clipped(py), color=color(i), label=label, linewidth=1.2)
         ax.set_xlabel(x_label, fontsize=8)
         _head(ax, chart)
     for ax, panel in zip(axes[len(charts):], gpu_panels):
@@ -124,9 +127,10 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
         for d in () if summary else devices:
             for curve, suffix, style in panel.lines:
                 if curve in d.curves and d.curves[curve].count:
-                    px, py = d.curves[curve].points()
+                    px, exact = d.curves[curve].points()
+                    py = clipped(exact)
                     highest = max([highest, *(v for v in py if v == v)])
-                    value = value_text(_last(py), m.unit, m.decimals)
+                    value = value_text(_last(exact), m.unit, m.decimals)
                     ax.plot(px, py, color=color(d.index), linestyle=STYLES.get(style, "-"),
                             linewidth=1.2, label=f"GPU {d.index}{suffix} {value}")
         if busy:  # shaded over the whole height as in the widget, named once
