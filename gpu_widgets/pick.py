@@ -7,6 +7,7 @@ and why it writes what it writes: docs/pick_gpus.md.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import sys
 import time
@@ -16,8 +17,9 @@ from typing import Any
 
 from .backends import OK, Backend, open_backend
 from .backends.base import LOST
+from .sampling.guarded import HungCall, run_guarded
 from .sampling.snapshot import take
-from .sampling.visibility import cuda_visible_indices
+from .sampling.visibility import ACCEPTED, cuda_visible_indices, shown_setting
 
 GIB = 1 << 30
 # NVML's utilization is the share of the driver's last sample period (1/6 s to 1 s) in which a kernel
@@ -27,6 +29,14 @@ LOOK_GAP_S = 0.5
 ENV_VISIBLE = "CUDA_VISIBLE_DEVICES"
 ENV_ORDER = "CUDA_DEVICE_ORDER"
 PCI_ORDER = "PCI_BUS_ID"  # NVML numbers GPUs in PCI bus order; with this, CUDA's indices agree
+# A hung driver call (a GPU falling off the bus, a wedged driver) blocks for ever; nvidia-smi
+# hangs too. Reading every GPU twice takes about 0.6 s, opening NVML up to a few seconds on a
+# machine without persistence mode.
+DEFAULT_TIMEOUT_S = 5.0
+# Bounds that keep every argument a plain float (10**400 would overflow) and every message short.
+MAX_GPUS = 1024
+MAX_MEMORY_GIB = 65536
+MAX_TIMEOUT_S = 3600.0
 
 # (what we wrote, what was there before): calling again with our own value in place chooses among the
 # GPUs visible before the first call, so re-running a notebook cell with another n works.
@@ -61,37 +71,39 @@ class _Gpu:
 
 
 def pick_gpus(n: int = 1, *, min_free_memory_gib: float | None = None,
-              max_busy_percent: float | None = None) -> list[int]:
+              max_busy_percent: float | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[int]:
     """Choose the ``n`` least used GPUs that qualify, make them this process's CUDA devices and return
     their NVML indices, best first (``result[i]`` is the GPU that ``cuda:i`` will be).
 
     Least used: least busy first (utilization), then most free memory, then the lower index.
     ``min_free_memory_gib``: a GPU qualifies only with at least this much memory free (other processes'
     memory counts as used). ``max_busy_percent``: only when at most this busy (0-100).
+    ``timeout_s``: how long reading the GPUs may take (default 5 s) before it gives up on a hung
+    driver call.
 
     Sets ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and ``CUDA_VISIBLE_DEVICES`` to the chosen indices, or to
     their UUIDs when ``CUDA_VISIBLE_DEVICES`` already named UUIDs. An existing ``CUDA_VISIBLE_DEVICES``
     is respected: only the GPUs it makes visible are candidates.
 
     Raises ``PickGpusError`` when fewer than ``n`` qualify (naming each GPU's failed condition and its
-    values), when there is no GPU (with NVML's reason), or when CUDA was already initialised in this
-    process; ``TypeError`` / ``ValueError`` for bad arguments.
+    values), when there is no GPU (with NVML's reason), when a driver call has not returned after
+    ``timeout_s`` (naming it), or when CUDA was already initialised in this process; ``TypeError`` /
+    ``ValueError`` (naming the argument) for bad arguments.
     """
-    n, min_free, max_busy = _checked(n, min_free_memory_gib, max_busy_percent)
+    n, min_free, max_busy, timeout = _checked(n, min_free_memory_gib, max_busy_percent, timeout_s)
     _refuse_if_torch_started_cuda()
     before = _visible_setting()
-    backend = open_backend()
     try:
-        if backend.status != OK:
-            raise PickGpusError(f"no GPU to pick: {backend.reason}")
-        if backend.name == "simulated":
-            warnings.warn("pick_gpus() is choosing among SIMULATED GPUs (GPU_WIDGETS_BACKEND=simulated): "
-                          "CUDA_VISIBLE_DEVICES will name GPUs that exist only in gpu-widgets", UserWarning,
-                          stacklevel=2)
-        gpus = _look_twice(backend)
-        info = backend.device_info()
-    finally:
-        backend.close()
+        name, gpus, info = run_guarded(_read_gpus, timeout, name="gpu-widgets-pick")
+    except HungCall as exc:
+        raise PickGpusError(
+            f"pick_gpus(): gave up after {timeout:g} s (timeout_s): {exc}. The NVIDIA driver is not answering "
+            "(nvidia-smi would hang too); the call goes on in the background. Try again later, or check the "
+            "GPU and its driver.") from None
+    if name == "simulated":
+        warnings.warn("pick_gpus() is choosing among SIMULATED GPUs (GPU_WIDGETS_BACKEND=simulated): "
+                      "CUDA_VISIBLE_DEVICES will name GPUs that exist only in gpu-widgets", UserWarning,
+                      stacklevel=2)
     _refuse_if_this_process_uses_a_gpu(gpus)
     _mark_mig(gpus, info)
     as_uuids = _restrict_to_visible(gpus, before)
@@ -101,24 +113,38 @@ def pick_gpus(n: int = 1, *, min_free_memory_gib: float | None = None,
 
 
 # -- arguments ----------------------------------------------------------------------------------
-def _number(name: str, value: Any, lo: float, hi: float) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"pick_gpus(): {name} must be a number or None, got {value!r}")
-    if not (math.isfinite(value) and lo <= value <= hi):
-        bound = f"between {lo:g} and {hi:g}" if hi != math.inf else f"at least {lo:g}"
-        raise ValueError(f"pick_gpus(): {name} must be {bound}, got {value!r}")
-    return float(value)
+def _shown(value: Any) -> str:
+    """``value`` for a message, short: ``repr`` of a 5000-digit int fails, of a long string floods."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value).bit_length() > 64:
+        return f"an integer of about {int(int(value).bit_length() * math.log10(2)) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
-def _checked(n: Any, min_free: Any, max_busy: Any) -> tuple[int, float | None, float | None]:
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"pick_gpus(): n must be a whole number of GPUs, got {n!r}")
-    if n < 1:
-        raise ValueError(f"pick_gpus(): n must be at least 1, got {n}")
-    return (n, _number("min_free_memory_gib", min_free, 0.0, math.inf),
-            _number("max_busy_percent", max_busy, 0.0, 100.0))
+def _number(name: str, value: Any, lo: float, hi: float, *, above_lo: bool = False) -> float:
+    """``value`` as a float in [lo, hi] (``above_lo``: lo excluded), or the error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"pick_gpus(): {name} must be a number{'' if above_lo else ' or None'}, got {_shown(value)}")
+    try:
+        number: float = int(value) if isinstance(value, numbers.Integral) else float(value)
+    except OverflowError:  # a huge Fraction
+        number = math.inf
+    # Plain comparisons: NaN fails each, and an int is compared exactly (math.isfinite(10**400) overflows).
+    if not ((lo < number if above_lo else lo <= number) and number <= hi):
+        bound = f"more than {lo:g} and at most {hi:g}" if above_lo else f"between {lo:g} and {hi:g}"
+        raise ValueError(f"pick_gpus(): {name} must be {bound}, got {_shown(value)}")
+    return float(number)
+
+
+def _checked(n: Any, min_free: Any, max_busy: Any, timeout_s: Any) -> tuple[int, float | None, float | None, float]:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"pick_gpus(): n must be a whole number of GPUs, got {_shown(n)}")
+    if not 1 <= n <= MAX_GPUS:
+        raise ValueError(f"pick_gpus(): n must be between 1 and {MAX_GPUS}, got {_shown(n)}")
+    return (int(n),
+            None if min_free is None else _number("min_free_memory_gib", min_free, 0.0, MAX_MEMORY_GIB),
+            None if max_busy is None else _number("max_busy_percent", max_busy, 0.0, 100.0),
+            _number("timeout_s", timeout_s, 0.0, MAX_TIMEOUT_S, above_lo=True))
 
 
 # -- CUDA already started? ----------------------------------------------------------------------
@@ -146,6 +172,18 @@ def _refuse_if_this_process_uses_a_gpu(gpus: list[_Gpu]) -> None:
 
 
 # -- reading the GPUs ---------------------------------------------------------------------------
+def _read_gpus() -> tuple[str, list[_Gpu], list[dict[str, Any]]]:
+    """(backend name, the GPUs as both looks saw them, their spec cards); on a worker thread (it may
+    hang in the driver), so it closes the backend itself, whenever it gets there."""
+    backend = open_backend()
+    try:
+        if backend.status != OK:
+            raise PickGpusError(f"no GPU to pick: {backend.reason}")
+        return backend.name, _look_twice(backend), backend.device_info()
+    finally:
+        backend.close()
+
+
 def _look_twice(backend: Backend) -> list[_Gpu]:
     first = take(backend, time.time())["devices"]
     time.sleep(LOOK_GAP_S)
@@ -201,22 +239,24 @@ def _restrict_to_visible(gpus: list[_Gpu], before: str | None) -> bool:
     """Mark the GPUs CUDA_VISIBLE_DEVICES hides; True when it names GPUs by UUID (we answer in kind)."""
     if before is None:
         return False
+    shown = shown_setting(before)
     if "MIG-" in before.upper():
-        raise PickGpusError(f"{ENV_VISIBLE}={before!r} names a MIG instance: a process uses one MIG instance, "
+        raise PickGpusError(f"{ENV_VISIBLE}={shown} names a MIG instance: a process uses one MIG instance, "
                             "so there is nothing to pick; unset it to let pick_gpus() choose whole GPUs")
     visible = cuda_visible_indices(before, [g.uuid for g in gpus]) or []
     if not visible:
-        raise PickGpusError(f"{ENV_VISIBLE}={before!r} leaves this process no GPU (CUDA stops at the first "
-                            f"entry it cannot resolve); GPUs here: {', '.join(str(g.index) for g in gpus)}")
+        raise PickGpusError(f"{ENV_VISIBLE}={shown} leaves this process no GPU (CUDA stops at the first "
+                            f"entry it cannot resolve; it accepts {ACCEPTED}); "
+                            f"GPUs here: {', '.join(str(g.index) for g in gpus)}")
     as_uuids = before.strip().upper().startswith("GPU-")
     order = os.environ.get(ENV_ORDER, "")
     if not as_uuids and order != PCI_ORDER and len({g.name for g in gpus}) > 1:
-        raise PickGpusError(f"{ENV_VISIBLE}={before!r} names GPUs by index while {ENV_ORDER} is "
+        raise PickGpusError(f"{ENV_VISIBLE}={shown} names GPUs by index while {ENV_ORDER} is "
                             f"{order or 'unset'} on a machine with different GPU models, so CUDA numbers them "
                             f"fastest first, not as NVML does: set {ENV_ORDER}={PCI_ORDER} or name them by UUID")
     for gpu in gpus:
         if gpu.index not in visible and gpu.problem is None:
-            gpu.problem = f"hidden by {ENV_VISIBLE}={before!r}"
+            gpu.problem = f"hidden by {ENV_VISIBLE}={shown}"
     return as_uuids
 
 

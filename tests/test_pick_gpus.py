@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -175,14 +176,32 @@ def test_simulated_gpus_are_picked_only_when_chosen_and_with_a_warning(fake_driv
 
 
 @pytest.mark.parametrize(("kwargs", "error", "words"), [
-    ({"n": 0}, ValueError, "n must be at least 1, got 0"),
+    ({"n": 0}, ValueError, "n must be between 1 and 1024, got 0"),
     ({"n": 1.5}, TypeError, "n must be a whole number of GPUs, got 1.5"),
     ({"n": True}, TypeError, "n must be a whole number of GPUs, got True"),
     ({"n": "2"}, TypeError, "got '2'"),
-    ({"min_free_memory_gib": -1}, ValueError, "min_free_memory_gib must be at least 0, got -1"),
-    ({"min_free_memory_gib": math.nan}, ValueError, "min_free_memory_gib must be at least 0, got nan"),
+    ({"min_free_memory_gib": -1}, ValueError, "min_free_memory_gib must be between 0 and 65536, got -1"),
+    ({"min_free_memory_gib": math.nan}, ValueError, "min_free_memory_gib must be between 0 and 65536, got nan"),
     ({"max_busy_percent": 101}, ValueError, "max_busy_percent must be between 0 and 100, got 101"),
     ({"max_busy_percent": "5"}, TypeError, "max_busy_percent must be a number or None, got '5'"),
+    # Huge, infinite, boolean: each named, the value shown short (repr of a 5000-digit int fails).
+    ({"n": 10**5000}, ValueError, "n must be between 1 and 1024, got an integer of about 5001 digits"),
+    ({"n": 1025}, ValueError, "n must be between 1 and 1024, got 1025"),
+    ({"min_free_memory_gib": 10**400}, ValueError,
+     "min_free_memory_gib must be between 0 and 65536, got an integer of about 401 digits"),
+    ({"min_free_memory_gib": math.inf}, ValueError, "min_free_memory_gib must be between 0 and 65536, got inf"),
+    ({"min_free_memory_gib": True}, TypeError, "min_free_memory_gib must be a number or None, got True"),
+    ({"min_free_memory_gib": "x" * 10_000}, TypeError, "got 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (10002 characters)"),
+    ({"max_busy_percent": -math.inf}, ValueError, "max_busy_percent must be between 0 and 100, got -inf"),
+    ({"max_busy_percent": math.nan}, ValueError, "max_busy_percent must be between 0 and 100, got nan"),
+    ({"max_busy_percent": False}, TypeError, "max_busy_percent must be a number or None, got False"),
+    ({"timeout_s": 0}, ValueError, "timeout_s must be more than 0 and at most 3600, got 0"),
+    ({"timeout_s": -1.5}, ValueError, "timeout_s must be more than 0 and at most 3600, got -1.5"),
+    ({"timeout_s": math.nan}, ValueError, "timeout_s must be more than 0 and at most 3600, got nan"),
+    ({"timeout_s": math.inf}, ValueError, "timeout_s must be more than 0 and at most 3600, got inf"),
+    ({"timeout_s": 10**400}, ValueError, "timeout_s must be more than 0 and at most 3600, got an integer of about 401"),
+    ({"timeout_s": True}, TypeError, "timeout_s must be a number, got True"),
+    ({"timeout_s": None}, TypeError, "timeout_s must be a number, got None"),
 ])
 def test_bad_arguments_are_refused_before_any_gpu_is_read(kwargs, error, words, monkeypatch):
     monkeypatch.setenv("GPU_WIDGETS_BACKEND", "no-such-backend")  # reading the GPUs would fail otherwise
@@ -202,3 +221,50 @@ def test_two_looks_keep_the_higher_utilization_and_the_lower_free_memory():
         for look in order:
             _fold(seen, look)
         assert (seen.busy_percent, seen.free_bytes) == (88, 9 * GIB)
+
+
+def test_numpy_numbers_are_numbers(monkeypatch):
+    np = pytest.importorskip("numpy")
+    with pytest.raises(ValueError, match="^pick_gpus\\(\\): n must be between 1 and 1024, got "):
+        pick_gpus(np.int64(0))
+    with pytest.raises(ValueError, match="^pick_gpus\\(\\): max_busy_percent must be between 0 and 100, got "):
+        pick_gpus(max_busy_percent=np.float64(100.5))
+    monkeypatch.setenv("GPU_WIDGETS_BACKEND", "no-such-backend")
+    with pytest.raises(ValueError, match="GPU_WIDGETS_BACKEND"):  # valid: it got as far as the backend
+        pick_gpus(np.int64(2), min_free_memory_gib=np.float32(1.5), max_busy_percent=np.int32(5))
+
+
+HANG_MS = 3_600_000  # the fake's longest delay: the call returns only when the config lets it
+
+
+@pytest.mark.parametrize(("call", "timeout_s", "kwargs"), [
+    ("nvmlDeviceGetUtilizationRates", 1, {"timeout_s": 1}),
+    ("nvmlDeviceGetComputeRunningProcesses_v3", 5, {}),  # the default
+])
+def test_a_hung_driver_call_gives_up_after_timeout_s_naming_the_call_and_the_process_still_exits(
+        fake_driver, call, timeout_s, kwargs):
+    fake_driver.write({"gpus": [THREE[0], {**THREE[2], "delay_ms": {call: HANG_MS}}]})
+    started = time.monotonic()
+    # The hung call stays inside the driver for an hour: the run ends only if its thread is a daemon.
+    [result] = run_pick(clean_env(fake_driver), ([], kwargs))
+    assert time.monotonic() - started < 60  # a wide margin over timeout_s and Python's start
+    assert result["error"].startswith(f"pick_gpus(): gave up after {timeout_s} s (timeout_s): "
+                                      f"{call} on GPU 1 has not returned. The NVIDIA driver is not answering")
+    assert result["env"] == {"CUDA_VISIBLE_DEVICES": None, "CUDA_DEVICE_ORDER": None}
+
+
+def test_a_call_that_is_only_slow_is_waited_for(fake_driver):
+    fake_driver.write({"gpus": THREE, "delay_ms": {"nvmlDeviceGetUtilizationRates": 300}})
+    [result] = run_pick(clean_env(fake_driver), ([], {"timeout_s": 30}))
+    assert result["picked"] == [2]
+
+
+def test_a_5000_digit_cuda_visible_devices_is_named_short_with_what_cuda_accepts(fake_driver):
+    fake_driver.write({"gpus": THREE})
+    [refused] = run_pick(clean_env(fake_driver, CUDA_VISIBLE_DEVICES="9" * 5000), ([], {}))
+    message = refused["error"]
+    assert message.startswith(f"CUDA_VISIBLE_DEVICES={'9' * 40!r}... (5000 characters) leaves this process no GPU")
+    assert "it accepts comma-separated GPU indices (0,2), GPU UUIDs" in message and len(message) < 500
+    # After a valid entry, CUDA stops at the unresolvable one: GPU 1 alone is visible.
+    [picked] = run_pick(clean_env(fake_driver, CUDA_VISIBLE_DEVICES="1," + "0" * 5000), ([], {}))
+    assert picked["picked"] == [1]

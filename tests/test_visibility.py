@@ -1,5 +1,5 @@
 """CUDA_VISIBLE_DEVICES mapped to NVML indices, following CUDA's own rules."""
-from gpu_widgets.sampling.visibility import cuda_visible_indices
+from gpu_widgets.sampling.visibility import cuda_visible_indices, shown_setting
 
 UUIDS = ["GPU-aaaa1111-0000", "GPU-bbbb2222-0000", "GPU-bbbb3333-0000", "GPU-cccc4444-0000"]
 
@@ -46,3 +46,13 @@ def test_a_mig_entry_that_names_nothing_ends_the_list():
     assert cuda_visible_indices("0,MIG-99,1", UUIDS, MIG) == [0]
     assert cuda_visible_indices("MIG-GPU-cccc4444-0000", UUIDS, MIG) == []  # no instance numbers
     assert cuda_visible_indices("MIG-1111", UUIDS) == []  # MIG instances unknown (no NVML answer)
+
+
+def test_an_index_too_long_for_any_machine_names_no_gpu_and_never_raises():
+    # int() of 4300+ digits raises ValueError; CUDA just finds no such device and stops there.
+    assert cuda_visible_indices("9" * 5000, UUIDS) == []
+    assert cuda_visible_indices("2," + "9" * 5000 + ",0", UUIDS) == [2]
+    assert cuda_visible_indices("0" * 5000 + "1", UUIDS) == [1]  # leading zeros: still GPU 1
+    assert cuda_visible_indices("--1,0", UUIDS) == [] and cuda_visible_indices("\u00b2", UUIDS) == []
+    assert shown_setting("9" * 5000) == f"{'9' * 40!r}... (5000 characters)"
+    assert shown_setting("0,1") == "'0,1'"

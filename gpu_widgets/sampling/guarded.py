@@ -1,18 +1,55 @@
-"""Snapshots for the command line, read on a worker thread so a hung driver call cannot hang
-the terminal: past the staleness deadline the caller gets the last snapshot (or an empty one)
-with ``status: "stale"`` and the call it waits on, like the server's answer."""
+"""Driver reads on a worker thread, so a hung driver call cannot hang the caller.
+
+``GuardedReader`` gives the command line its snapshots: past the staleness deadline the caller
+gets the last snapshot (or an empty one) with ``status: "stale"`` and the call it waits on, like
+the server's answer. ``run_guarded`` runs one job (``pick_gpus()``'s reads) with a deadline and
+raises ``HungCall`` naming the call it waits on. Workers are daemon threads: one stuck in the
+driver never keeps the interpreter from exiting."""
 from __future__ import annotations
 
 import threading
 import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from ..backends import Backend, open_backend
 from ..metrics.samples import Snapshot
 from .snapshot import aged, empty, take
 from .stall import STALE, stale_after_s, waiting_on
+
+T = TypeVar("T")
+
+
+class HungCall(TimeoutError):
+    """A guarded job did not finish by its deadline; ``str(exc)`` names the call it waits on."""
+
+
+def start_worker(job: Callable[[], T], name: str = "gpu-widgets-read") -> tuple[threading.Thread, Future[T]]:
+    """Run ``job`` on a new daemon thread; its result (or exception) lands in the future."""
+    future: Future[T] = Future()
+
+    def settle() -> None:
+        try:
+            future.set_result(job())
+        except BaseException as exc:  # handed to the caller's thread
+            future.set_exception(exc)
+
+    thread = threading.Thread(target=settle, name=name, daemon=True)
+    thread.start()
+    return thread, future
+
+
+def run_guarded(job: Callable[[], T], timeout_s: float, name: str = "gpu-widgets-read") -> T:
+    """``job()``'s result, or ``HungCall`` once it has run ``timeout_s`` seconds; it then goes on
+    in the background (daemon) and its result is dropped. Re-raises what ``job`` raised."""
+    thread, future = start_worker(job, name)
+    try:
+        return future.result(timeout=timeout_s)
+    except FutureTimeout:
+        if future.done():  # finished just now: its answer is good
+            return future.result()
+        raise HungCall(waiting_on(thread) or "the read has not finished") from None
 
 
 class GuardedReader:
@@ -36,10 +73,7 @@ class GuardedReader:
         (``snapshot.public`` gives its JSON). Raises what opening the backend raised (ConfigError
         for a bad setting)."""
         if self._job is None:
-            future: Future[Snapshot] = Future()
-            thread = threading.Thread(target=self._read, args=(future,), name="gpu-widgets-read", daemon=True)
-            self._job = (thread, future)
-            thread.start()
+            self._job = start_worker(self._read)
         thread, future = self._job
         deadline = self._since + stale_after_s(self.interval_s, self._last is None)
         try:
@@ -52,15 +86,12 @@ class GuardedReader:
         self._last, self._since = snap, time.monotonic()
         return aged(snap, snap["status"], snap["reason"], round(max(0.0, time.time() - snap["timestamp"]), 3))
 
-    def _read(self, future: Future[Snapshot]) -> None:
-        try:
-            if self.backend is None:
-                self.backend = open_backend(self.choice)
-            snap = take(self.backend, time.time(), gpm=True, prime=self._reads == 0)
-            self._reads += 1
-            future.set_result(snap)
-        except BaseException as exc:  # handed to the caller's thread
-            future.set_exception(exc)
+    def _read(self) -> Snapshot:
+        if self.backend is None:
+            self.backend = open_backend(self.choice)
+        snap = take(self.backend, time.time(), gpm=True, prime=self._reads == 0)
+        self._reads += 1
+        return snap
 
     def _stale(self, thread: threading.Thread) -> dict[str, Any]:
         why = waiting_on(thread) or "the read has not finished"

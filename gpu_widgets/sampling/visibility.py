@@ -13,6 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+# What CUDA accepts, for messages about a value that names no GPU.
+ACCEPTED = ("comma-separated GPU indices (0,2), GPU UUIDs or unique prefixes of them (GPU-8f6e...), "
+            "or one MIG instance (MIG-...)")
+# No machine has this many GPUs; a longer "index" names none (and int() of 4300+ digits raises).
+_MAX_INDEX_DIGITS = 6
+_SHOWN_CHARS = 40
+
+
+def shown_setting(value: str) -> str:
+    """``value`` quoted for a message, cut to its first characters when long (a 5000-digit setting)."""
+    if len(value) <= _SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:_SHOWN_CHARS]!r}... ({len(value)} characters)"
+
 
 def cuda_visible_indices(
     value: str | None,
@@ -50,9 +64,11 @@ def _unique_prefix(want: str, names: Sequence[tuple[int, str | None]]) -> int | 
 
 
 def _resolve(token: str, uuids: Sequence[str | None]) -> int | None:
-    if token.lstrip("-").isdigit():
-        i = int(token)
-        return i if 0 <= i < len(uuids) else None
+    if token.isascii() and token.lstrip("-").isdigit():  # isdigit alone takes "²", which int() refuses
+        if token.startswith("-") or len(token.lstrip("0")) > _MAX_INDEX_DIGITS:
+            return None  # CUDA finds no such device
+        i = int(token.lstrip("0") or "0")  # int() counts leading zeros against its 4300-digit limit
+        return i if i < len(uuids) else None
     if token.upper().startswith("GPU-"):
         return _unique_prefix(token, list(enumerate(uuids)))
     return None

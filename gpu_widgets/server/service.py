@@ -24,6 +24,8 @@ from .privacy import redact_snapshot
 from .samples import SamplesAnswers
 
 STARTING = "starting"
+# After the backend opened, until its first sample or the stall rule (stall.py): never "ok" without one.
+FIRST_SAMPLE = "waiting for the first GPU sample"
 # Added to the latest sample when it is served: they say whether it is still current.
 FRESHNESS_KEYS = ("status", "reason", "sample_age_s")
 
@@ -152,6 +154,8 @@ class GpuService:
             out["sample_age_s"] = None if age is None else round(age, 3)
             if stale is not None and backend.status == "ok":
                 out.update(status=STALE, reason=stale)
+            elif backend.status == "ok" and self.sampler.latest is None:
+                out.update(status=STARTING, reason=FIRST_SAMPLE)
         elif self._opening_since is not None and time.monotonic() - self._opening_since > stale_after_s(self.interval_s, True):
             why = waiting_on(self._thread) or "the GPU backend has not opened"
             out.update(status=STALE, reason=f"{why} (opening the GPU backend)")

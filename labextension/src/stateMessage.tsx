@@ -24,9 +24,11 @@ export function StateMessage(props: { state: MonitorState; onRetry: () => void }
         </Message>
       );
     case 'starting':
+      // The server's reason says which step: opening the GPU backend, or waiting for its first sample.
       return (
         <Message kind="info" title="The GPU sampler is starting…">
-          {state.reason ?? 'The server is opening the GPU backend.'} Readings appear in a moment.
+          <span className="jp-GpuWidgets-reason">{sentence(state.reason ?? 'the server is opening the GPU backend')}</span>{' '}
+          Readings appear in a moment.
         </Message>
       );
     case 'stale':
@@ -35,7 +37,11 @@ export function StateMessage(props: { state: MonitorState; onRetry: () => void }
           <p>
             <span className="jp-GpuWidgets-reason">{state.reason ?? 'The server has no new GPU sample'}</span>.
           </p>
-          <p>The numbers and charts below are from before then; they update again when the call returns.</p>
+          <p>
+            {state.sampleAgeS === null
+              ? 'No GPU has been read yet; the readings appear when the call returns.'
+              : 'The numbers and charts below are from before then; they update again when the call returns.'}
+          </p>
         </Message>
       );
     case 'no_gpu':
@@ -91,6 +97,12 @@ export function StateMessage(props: { state: MonitorState; onRetry: () => void }
         </Message>
       );
   }
+}
+
+/** "waiting for the first GPU sample" as a sentence: "Waiting for the first GPU sample." */
+function sentence(text: string): string {
+  const capital = text.charAt(0).toUpperCase() + text.slice(1);
+  return /[.!?…]$/.test(capital) ? capital : `${capital}.`;
 }
 
 function Message(props: {

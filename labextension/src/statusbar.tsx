@@ -16,8 +16,9 @@ export function statusText(model: GpuModel): { text: string; title: string } {
   const state = model.state;
   switch (state.kind) {
     case 'loading':
-    case 'starting':
       return { text: 'GPU …', title: 'The GPU monitor is starting' };
+    case 'starting':
+      return { text: 'GPU …', title: `The GPU monitor is starting${state.reason ? `: ${state.reason}` : ''}` };
     case 'stale':
       return {
         text: 'GPU stale',

@@ -21,8 +21,9 @@ export type IStatus = Schemas['Status'];
 export type BackendName = NonNullable<IStatus['backend']>;
 
 /**
- * The server's overall state: `starting` until the GPU backend is opened; `stale` when the
- * newest sample is too old because a driver call has not returned (the reason names it).
+ * The server's overall state: `starting` until the GPU backend is opened and its first sample
+ * taken (never `ok` without a sample); `stale` when the newest sample (or, 5 s after the start,
+ * the first one) is too old because a driver call has not returned (the reason names it).
  */
 export type ServiceStatus = IStatus['status'];
 
@@ -118,7 +119,7 @@ export const SIMULATED_HINT = 'GPU_WIDGETS_BACKEND=simulated';
 export type MonitorState =
   /** Before the first answer. */
   | { kind: 'loading' }
-  /** The server's sampler is opening the GPU backend. */
+  /** The server's sampler is opening the GPU backend, or waiting for its first sample (`reason` says which). */
   | { kind: 'starting'; reason: string | null }
   /** No usable GPU; `reason` is NVML's explanation. */
   | { kind: 'no_gpu'; reason: string | null }
