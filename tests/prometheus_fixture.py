@@ -275,3 +275,52 @@ class SyntheticTarget:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# -- a target that serves whatever exposition text a test writes --------------------------------------
+def exposition_line(metric: str, labels: Mapping[str, str], value: float) -> str:
+    """One sample in Prometheus's text format: label values escaped as the format says (\\\\, \\", \\n)."""
+    def esc(v: str) -> str:
+        return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    inner = ",".join(f'{k}="{esc(v)}"' for k, v in labels.items())
+    return f"{metric}{{{inner}}} {value!r}"
+
+
+class TextTarget:
+    """An HTTP endpoint exposing ``lines`` (replace them at any time: the next scrape sees them)."""
+
+    def __init__(self, lines: Iterable[str] = ()) -> None:
+        self.lines = list(lines)
+        self.port = free_port()
+        self._server: ThreadingHTTPServer | None = None
+
+    def start(self) -> TextTarget:
+        target = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                body = ("\n".join(target.lines) + "\n").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self._server.serve_forever, name="text-target", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> TextTarget:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

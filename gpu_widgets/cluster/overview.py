@@ -1,24 +1,32 @@
 """From the overview query's answer to the API's overview: one row per host, sorted by name.
 
-Rows are arrays under ``host_columns`` (columnar: 500 hosts fit the sidebar's 64 KB budget).
-A host is stale when Prometheus no longer holds it current (a failed scrape writes staleness
+Rows are arrays under ``host_columns`` (columnar: 500 hosts fit the sidebar's 64 KB budget),
+and no more rows than fit ROWS_BUDGET_BYTES are sent: the totals count every host, and
+``unlisted_hosts`` says how many rows were left out and why. A host is stale when Prometheus no longer holds it current (a failed scrape writes staleness
 markers) or when its newest sample is older than two of its scrape intervals.
 """
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .promql import HOST, STAT
+from .hostnames import MAX_HOST_CHARS, host_problem
+from .promql import FB_USED, HOST, POWER, SANE, STAT, TEMP, UTIL
 
 HOST_COLUMNS = ("hostname", "current", "stale", "age_s", "gpu_count", "busy_gpus", "free_gpus",
                 "utilization_mean_percent", "utilization_max_percent", "memory_used_gib",
                 "memory_total_gib", "temperature_max_c", "power_w", "simulated")
 STALE_AFTER_INTERVALS = 2
 MIB_PER_GIB = 1024
+# The rows' share of the sidebar's 64 KB per refresh (the rest: one host's detail, the head).
+ROWS_BUDGET_BYTES = 48_000
+MAX_GPUS_PER_HOST = 100_000  # a count past this is not a count of GPUs
+# stat of the overview query -> the metric whose plausible range bounds it (per GPU)
+SANE_STAT = {"util_mean": UTIL, "util_max": UTIL, "temp_max": TEMP}
 
 Stats = dict[str, dict[str, Any]]  # host -> stat -> value (or, for "target", a set of (job, instance))
 
@@ -87,13 +95,27 @@ def typical_interval(per_host: Iterable[float | None], intervals: Mapping[tuple[
 
 
 def _count(value: float | None) -> int:
-    return 0 if value is None else int(value)
+    return 0 if value is None or not 0 <= value <= MAX_GPUS_PER_HOST else int(value)
+
+
+def _sane(stat: str, value: float | None, gpus: int) -> float | None:
+    """A host's aggregate within what its GPUs' plausible readings can add up to; else unknown.
+    Prometheus filters each GPU's readings (promql.SANE): this guards against a look-alike."""
+    if value is None:
+        return None
+    if stat in SANE_STAT:
+        low, high = SANE[SANE_STAT[stat]]
+    elif stat == "power_w":
+        low, high = 0, SANE[POWER][1] * max(gpus, 1)
+    else:  # memory, in MiB
+        low, high = 0, SANE[FB_USED][1] * max(gpus, 1)
+    return value if low <= value <= high else None
 
 
 def build(result: Iterable[Mapping[str, Any]], intervals: Mapping[tuple[str, str], float],
           current_host: str) -> dict[str, Any]:
     evaluated, stats = split(result)
-    rows, per_host = [], []
+    rows, per_host, unusable = [], [], 0
     totals = {"hosts": 0, "gpus": 0, "stale_hosts": 0, "busy_gpus": 0, "free_gpus": 0, "simulated_hosts": 0}
     for host in sorted(stats):
         s = stats[host]
@@ -102,13 +124,12 @@ def build(result: Iterable[Mapping[str, Any]], intervals: Mapping[tuple[str, str
         interval = host_interval(s, intervals)
         per_host.append(interval)
         stale, age = freshness(s, interval)
-        gpus, busy, free = _count(s.get("gpus")), _count(s.get("busy")), _count(s.get("free"))
-        used, total = s.get("mem_used_mib"), s.get("mem_total_mib")
+        gpus = _count(s.get("gpus"))
+        busy, free = min(_count(s.get("busy")), gpus), min(_count(s.get("free")), gpus)
+        v = {stat: _sane(stat, s.get(stat), gpus) for stat in ("util_mean", "util_max", "temp_max", "power_w",
+                                                               "mem_used_mib", "mem_total_mib")}
+        used, total = v["mem_used_mib"], v["mem_total_mib"]
         simulated = bool(s.get("simulated"))  # absent: not gpu-widgets' simulated backend (dcgm-exporter, real GPUs)
-        rows.append([host, host == current_host, stale, r1(age), gpus, busy, free, r1(s.get("util_mean")),
-                     r1(s.get("util_max")), r1(None if used is None else used / MIB_PER_GIB),
-                     r1(None if total is None else total / MIB_PER_GIB), r1(s.get("temp_max")), r1(s.get("power_w")),
-                     simulated])
         totals["hosts"] += 1
         totals["gpus"] += gpus
         totals["simulated_hosts"] += simulated
@@ -117,5 +138,38 @@ def build(result: Iterable[Mapping[str, Any]], intervals: Mapping[tuple[str, str
         else:  # a stale host's GPUs are neither known busy nor known free now
             totals["busy_gpus"] += busy
             totals["free_gpus"] += free
+        if host_problem(host) is not None:
+            unusable += 1  # counted above, but a row would name a host its detail cannot be asked for
+            continue
+        rows.append([host, host == current_host, stale, r1(age), gpus, busy, free, r1(v["util_mean"]),
+                     r1(v["util_max"]), r1(None if used is None else used / MIB_PER_GIB),
+                     r1(None if total is None else total / MIB_PER_GIB), r1(v["temp_max"]), r1(v["power_w"]),
+                     simulated])
+    listed = _within_budget(rows, current_host)
     return {"queried_at": evaluated, "scrape_interval_s": r1(typical_interval(per_host, intervals)),
-            "host_columns": list(HOST_COLUMNS), "hosts": rows, "totals": totals}
+            "host_columns": list(HOST_COLUMNS), "hosts": listed, "totals": totals,
+            "unlisted_hosts": unusable + len(rows) - len(listed),
+            "unlisted_reason": _unlisted_reason(unusable, len(rows) - len(listed), len(listed))}
+
+
+def _within_budget(rows: list[list[Any]], current_host: str) -> list[list[Any]]:
+    """The rows that fit ROWS_BUDGET_BYTES: this server's host first, then by name."""
+    ordered = sorted(rows, key=lambda row: row[0] != current_host)  # stable: by name after it
+    kept, size = [], 0
+    for row in ordered:
+        size += len(json.dumps(row, separators=(",", ":"))) + 1
+        if size > ROWS_BUDGET_BYTES:
+            break
+        kept.append(row)
+    return sorted(kept, key=lambda row: row[0])
+
+
+def _unlisted_reason(unusable: int, over_budget: int, listed: int) -> str | None:
+    words = []
+    if over_budget:
+        words.append(f"{over_budget} more host{'s' * (over_budget != 1)} than the sidebar is sent (the first "
+                     f"{listed} by name are listed; the totals count every host)")
+    if unusable:
+        words.append(f"{unusable} host{'s' * (unusable != 1)} with an unusable name (empty, over "
+                     f"{MAX_HOST_CHARS} characters, or not Unicode text)")
+    return "Not listed: " + "; ".join(words) if words else None

@@ -7,7 +7,7 @@ GPUs come back as a few thousand small samples, not one series per GPU and metri
 """
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 
 # dcgm-exporter's names (and ours, helper A's export uses the same): memory in MiB, power in W.
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -18,7 +18,15 @@ POWER = "DCGM_FI_DEV_POWER_USAGE"
 # gpu-widgets' own export says whether its GPUs are simulated; dcgm-exporter has no such series.
 INFO = "gpu_widgets_info"
 HOST = "Hostname"
+# dcgm-exporter 3.3.6+ (NVIDIA/dcgm-exporter PR #655) writes its host as "hostname": read as HOST.
+NEW_HOST = "hostname"
+GPU_KEY = "gw_gpu"  # our own label: one GPU's identity (its UUID, else its index)
 STAT = "gw_stat"  # our own label on each part of a union; no exporter writes it
+
+# Plausible readings; the others are unknown (null), not counted (a negative memory is not "free").
+MAX_GPU_MEMORY_MIB = 1 << 30  # 1 PiB: far past any GPU, short of overflowing once scaled to bytes
+SANE = {UTIL: (0, 100), TEMP: (-50, 200), FB_USED: (0, MAX_GPU_MEMORY_MIB), FB_FREE: (0, MAX_GPU_MEMORY_MIB),
+        POWER: (0, 100_000)}
 
 # A host that stopped reporting stays listed (as stale) this long after its last sample.
 LOOKBACK_S = 600
@@ -39,8 +47,18 @@ AGE_COARSE_STEP_ALL_S = 60
 
 
 def quote(value: str) -> str:
-    """A PromQL string literal: Go's double-quoted syntax, which JSON's escapes are a subset of."""
-    return json.dumps(value, ensure_ascii=True)
+    """A PromQL string literal. UTF-8 as it is, and ``\\u``/``\\U`` escapes for what is not printable:
+    PromQL (Go) rejects the UTF-16 surrogate pairs that JSON writes for characters past U+FFFF."""
+    out = ['"']
+    for c in value:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        else:
+            out.append(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def _tag(expr: str, stat: str) -> str:
@@ -51,10 +69,37 @@ def union(parts: dict[str, str]) -> str:
     return " or ".join(_tag(expr, stat) for stat, expr in parts.items())
 
 
-def _now(metric: str, selector: str = "") -> str:
-    """Each current GPU's value, duplicates (one GPU scraped by two jobs) folded into one. A plain
-    instant selector: Prometheus drops a host at once when its scrape fails (staleness markers)."""
-    return f"max by ({HOST}, UUID, gpu) ({metric}{selector})"
+def _either(make: Callable[[str], str], metric: str, match: str = '!=""') -> str:
+    """``make`` over the series whose host (``Hostname``, or current dcgm-exporter's ``hostname``)
+    matches ``match``, with the host always under ``Hostname``. A series with both is taken once,
+    by its ``Hostname``. ``make`` must keep the labels (no aggregation)."""
+    old = make(f"{metric}{{{HOST}{match}}}")
+    new = make(f'{metric}{{{HOST}="",{NEW_HOST}{match}}}')
+    return f'({old} or label_replace({new}, "{HOST}", "$1", "{NEW_HOST}", "(.+)"))'
+
+
+def _raw(selector: str) -> str:
+    return selector
+
+
+def _sane(metric: str, expr: str) -> str:
+    """Only readings in their plausible range: the others are unknown, not counted."""
+    low, high = SANE[metric]
+    return f"({expr} >= {low:g} <= {high:g})"
+
+
+def _per_gpu(expr: str) -> str:
+    """One value per GPU: by UUID (one GPU scraped by two jobs, or listed twice, folded into one),
+    by index where an exporter gives no UUID; the detail keys its GPUs the same way."""
+    keyed = f'label_replace(label_replace({expr}, "{GPU_KEY}", "index $1", "gpu", "(.*)"), ' \
+            f'"{GPU_KEY}", "$1", "UUID", "(.+)")'
+    return f"max by ({HOST}, {GPU_KEY}) ({keyed})"
+
+
+def _now(metric: str) -> str:
+    """Each current GPU's sane value. A plain instant selector: Prometheus drops a host at once
+    when its scrape fails (staleness markers)."""
+    return _per_gpu(_sane(metric, _either(_raw, metric)))
 
 
 def age_step_ms(scrape_interval_s: float | None) -> int:
@@ -62,26 +107,26 @@ def age_step_ms(scrape_interval_s: float | None) -> int:
     return int(min(1000, max(100, 500 * (scrape_interval_s or 2))))
 
 
-def _live_age(selector: str) -> str:
+def _live_age(match: str = '!=""') -> str:
     # The newest sample of the hosts Prometheus holds current: exact, and on Prometheus's clock
-    # (the Jupyter server's clock need not agree with it).
-    return f"time() - max by ({HOST}) (timestamp({UTIL}{selector}))"
+    # (the Jupyter server's clock need not agree with it). timestamp() of a plain selector only.
+    return f"time() - max by ({HOST}) ({_either(lambda s: f'timestamp({s})', UTIL, match)})"
 
 
-def _gone_ages(selector: str, fine: str, coarse: str) -> dict[str, str]:
+def _gone_ages(match: str, fine: str, coarse: str) -> dict[str, str]:
     # The newest sample of stopped hosts, in the last minute (fine) or the lookback (coarse), to
     # within one step. Subqueries cost Prometheus ~0.2 s over 4000 series: the overview asks
     # them only for the hosts that are gone (gone_ages_query).
-    stamp = f"timestamp({UTIL}{selector})"
-    return {
-        "age_fine": f"time() - max by ({HOST}) (max_over_time({stamp}[{AGE_FINE_S}s:{fine}]))",
-        "age_coarse": f"time() - max by ({HOST}) (max_over_time({stamp}[{LOOKBACK_S}s:{coarse}]))",
-    }
+    def ages(span: int, step: str) -> str:
+        newest = _either(lambda s: f"max_over_time(timestamp({s})[{span}s:{step}])", UTIL, match)
+        return f"time() - max by ({HOST}) ({newest})"
+    return {"age_fine": ages(AGE_FINE_S, fine), "age_coarse": ages(LOOKBACK_S, coarse)}
 
 
 def _simulated(matcher: str = "") -> str:
     """1 for each host whose gpu-widgets export says its GPUs are simulated. A current info series
-    decides; a host that stopped reporting keeps what its last one said (within the lookback)."""
+    decides; a host that stopped reporting keeps what its last one said (within the lookback).
+    Only gpu-widgets writes this series, always with ``Hostname``."""
     sel = "{" + (matcher + "," if matcher else "") + 'simulated="true"}'
     now = f"max by ({HOST}) ({INFO}{sel})"
     before = f"max by ({HOST}) (last_over_time({INFO}{sel}[{LOOKBACK_S}s]))"
@@ -98,17 +143,18 @@ def _regex_quote(text: str) -> str:
 def gone_ages_query(hosts: list[str] | None, scrape_interval_s: float | None) -> str:
     """The gone hosts' ages, by name; ``None``: of every host (cheaper than a pattern of hundreds)."""
     if hosts is None:
-        return union(_gone_ages("", f"{AGE_FINE_STEP_ALL_S}s", f"{AGE_COARSE_STEP_ALL_S}s"))
-    selector = "{" + f"{HOST}=~{quote('|'.join(_regex_quote(h) for h in hosts))}" + "}"
-    return union(_gone_ages(selector, f"{age_step_ms(scrape_interval_s)}ms", f"{AGE_COARSE_STEP_S}s"))
+        return union(_gone_ages('!=""', f"{AGE_FINE_STEP_ALL_S}s", f"{AGE_COARSE_STEP_ALL_S}s"))
+    match = f"=~{quote('|'.join(_regex_quote(h) for h in hosts))}"
+    return union(_gone_ages(match, f"{age_step_ms(scrape_interval_s)}ms", f"{AGE_COARSE_STEP_S}s"))
 
 
 def overview_query(scrape_interval_s: float | None) -> str:
     util, used, free = _now(UTIL), _now(FB_USED), _now(FB_FREE)
     by = f"by ({HOST})"
     # gpus over the whole lookback, so that a stopped host keeps its count; readings: current only
+    listed = _per_gpu(_either(lambda s: f"last_over_time({s}[{LOOKBACK_S}s])", UTIL))
     parts = {
-        "gpus": f"count {by} (max by ({HOST}, UUID, gpu) (last_over_time({UTIL}[{LOOKBACK_S}s])))",
+        "gpus": f"count {by} ({listed})",
         "util_mean": f"avg {by} ({util})",
         "util_max": f"max {by} ({util})",
         "busy": f"count {by} ({util} >= {BUSY_UTIL_PERCENT})",
@@ -117,33 +163,25 @@ def overview_query(scrape_interval_s: float | None) -> str:
         "mem_total_mib": f"sum {by} ({used} + {free})",
         "temp_max": f"max {by} ({_now(TEMP)})",
         "power_w": f"sum {by} ({_now(POWER)})",
-        "age_live": _live_age(""),
+        "age_live": _live_age(),
         # which scrape targets a current host's series come from: their interval dates staleness
-        "target": f"group by ({HOST}, job, instance) ({UTIL})",
+        "target": f"group by ({HOST}, job, instance) ({_either(_raw, UTIL)})",
         "simulated": _simulated(),
     }
     return union(parts)
 
 
-def host_matcher(host: str) -> str:
-    return f"{HOST}={quote(host)}"
-
-
-def host_selector(host: str) -> str:
-    return "{" + host_matcher(host) + "}"
-
-
 def detail_query(host: str, scrape_interval_s: float | None) -> str:
-    sel = host_selector(host)
+    match = f"={quote(host)}"
     # Every label kept (model, bus id, device): one series per GPU and metric.
     parts = {
-        name: f"last_over_time({metric}{sel}[{LOOKBACK_S}s])"
+        name: _either(lambda s: f"last_over_time({s}[{LOOKBACK_S}s])", metric, match)
         for name, metric in (("util", UTIL), ("used", FB_USED), ("free", FB_FREE), ("temp", TEMP), ("power", POWER))
     }
-    parts["age_live"] = _live_age(sel)
-    parts.update(_gone_ages(sel, f"{age_step_ms(scrape_interval_s)}ms", f"{AGE_COARSE_STEP_S}s"))
-    parts["target"] = f"group by ({HOST}, job, instance) ({UTIL}{sel})"
-    parts["simulated"] = _simulated(host_matcher(host))
+    parts["age_live"] = _live_age(match)
+    parts.update(_gone_ages(match, f"{age_step_ms(scrape_interval_s)}ms", f"{AGE_COARSE_STEP_S}s"))
+    parts["target"] = f"group by ({HOST}, job, instance) ({_either(_raw, UTIL, match)})"
+    parts["simulated"] = _simulated(f"{HOST}{match}")
     return union(parts)
 
 
@@ -154,9 +192,9 @@ def history_step_s(scrape_interval_s: float | None) -> int:
 
 
 def history_query(host: str, step_s: int) -> str:
-    sel = host_selector(host)
+    match = f"={quote(host)}"
     # utilization: the mean of each step; memory: its peak (what decides whether a job fits).
     return union({
-        "util": f"avg_over_time({UTIL}{sel}[{step_s}s])",
-        "used": f"max_over_time({FB_USED}{sel}[{step_s}s])",
+        "util": _either(lambda s: f"avg_over_time({s}[{step_s}s])", UTIL, match),
+        "used": _either(lambda s: f"max_over_time({s}[{step_s}s])", FB_USED, match),
     })

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import detail, overview, promql
-from .prometheus import ERROR, Auth, PrometheusClient, PrometheusError
+from .prometheus import DEFAULT_MAX_ANSWER_MB, ERROR, Auth, PrometheusClient, PrometheusError
 
 OK = "ok"
 NOT_CONFIGURED = "not_configured"
@@ -38,6 +38,7 @@ class ClusterConfig:
     auth: Auth = Auth()
     refresh_s: float = 5.0
     timeout_s: float = 5.0
+    max_answer_mb: float = DEFAULT_MAX_ANSWER_MB
 
 
 class Answer:
@@ -58,7 +59,7 @@ class ClusterService:
         self.current_host = current_host
         self.log = log or logging.getLogger(__name__)
         self.problem = problem
-        self.client = PrometheusClient(config.prometheus_url, config.auth, config.timeout_s) \
+        self.client = PrometheusClient(config.prometheus_url, config.auth, config.timeout_s, config.max_answer_mb) \
             if config.prometheus_url and problem is None else None
         self._cache: OrderedDict[str, tuple[float, Answer]] = OrderedDict()
         self._running: dict[str, asyncio.Future[Answer]] = {}
@@ -88,7 +89,7 @@ class ClusterService:
 
     async def _round(self, key: str, make: Callable[[], Awaitable[dict[str, Any] | None]]) -> Answer:
         try:
-            answer = Answer(await make())
+            answer = Answer(await make())  # a failure is an answer too: cached as long
             self._cache[key] = (time.monotonic() + self.config.refresh_s, answer)
             self._cache.move_to_end(key)
             while len(self._cache) > MAX_CACHED_DETAILS + 1:
@@ -110,6 +111,8 @@ class ClusterService:
         try:
             return await self.client.scrape_intervals()
         except PrometheusError as exc:
+            if exc.bad_shape:  # the API is there but answers nonsense: say so, not a silent guess
+                raise
             self.log.debug("gpu-widgets cluster view: no scrape intervals: %s", exc.reason)
             return {}
 
@@ -124,7 +127,7 @@ class ClusterService:
     async def _overview(self) -> dict[str, Any]:
         empty = {"queried_at": time.time(), "scrape_interval_s": None, "host_columns": list(overview.HOST_COLUMNS),
                  "hosts": [], "totals": {"hosts": 0, "gpus": 0, "stale_hosts": 0, "busy_gpus": 0, "free_gpus": 0,
-                                         "simulated_hosts": 0}}
+                                         "simulated_hosts": 0}, "unlisted_hosts": 0, "unlisted_reason": None}
         if self.problem is not None:
             return {**self._head(ERROR, self.problem), **empty}
         if self.client is None:
@@ -139,17 +142,28 @@ class ClusterService:
         except PrometheusError as exc:
             self._warn(exc.reason)
             return {**self._head(exc.status, exc.reason), **empty}
-        self._warned = None
         # ~10 ms of Python for 500 hosts: in a worker thread, where the GIL's switch interval lets
         # the loop in every 5 ms, rather than on the loop in one piece.
-        body = await asyncio.get_running_loop().run_in_executor(
-            None, overview.build, result, intervals, self.current_host)
+        try:
+            body = await asyncio.get_running_loop().run_in_executor(
+                None, _encodable, overview.build, result, intervals, self.current_host)
+        except _Unusable as exc:
+            return {**self._head(ERROR, self._unusable(exc)), **empty}
+        self._warned = None
         self._interval_s = body["scrape_interval_s"]
         if body["queried_at"] is None:
             body["queried_at"] = empty["queried_at"]
-        reason = None if body["hosts"] else (f"Prometheus at {self.client.url} holds no {promql.UTIL} series "
-                                             "with a Hostname label: is anything scraped that exports them?")
+        reason = None if body["totals"]["hosts"] else (
+            f"Prometheus at {self.client.url} holds no {promql.UTIL} series with a {promql.HOST} (or "
+            f"{promql.NEW_HOST}) label: is anything scraped that exports them?")
         return {**self._head(OK, reason), **body}
+
+    def _unusable(self, exc: _Unusable) -> str:
+        assert self.client is not None
+        reason = (f"Prometheus at {self.client.url} gave an answer the cluster view cannot use "
+                  f"({exc})")
+        self._warn(reason)
+        return reason
 
     # -- one host -----------------------------------------------------------------------------------
     async def detail(self, host: str) -> Answer:
@@ -176,9 +190,32 @@ class ClusterService:
         except PrometheusError as exc:
             self._warn(exc.reason)
             return {**head, "status": exc.status, "reason": exc.reason}
-        answer = detail.build(host, result, intervals, self.current_host, n)
-        if answer is None:
-            return None
-        detail.add_history(answer["gpus_by_key"], matrix, start, step, n)
-        answer = detail.finish(answer)
-        return {"status": OK, "reason": None, **answer, "history_step_s": float(step)}
+        try:
+            answer = _encodable(_detail_of, host, result, matrix, intervals, self.current_host, start, step)
+        except _Unusable as exc:
+            return {**head, "status": ERROR, "reason": self._unusable(exc)}
+        return None if answer is None else {"status": OK, "reason": None, **answer, "history_step_s": float(step)}
+
+
+def _detail_of(host: str, result: list[Any], matrix: list[Any], intervals: dict[tuple[str, str], float],
+               current_host: str, start: float, step: int) -> dict[str, Any] | None:
+    n = promql.HISTORY_POINTS
+    answer = detail.build(host, result, intervals, current_host, n)
+    if answer is None:
+        return None
+    detail.add_history(answer["gpus_by_key"], matrix, start, step, n)
+    return detail.finish(answer)
+
+
+class _Unusable(Exception):
+    """Checked answers that still could not be made into the API's JSON (a bug's or a look-alike's doing)."""
+
+
+def _encodable(build: Callable[..., dict[str, Any] | None], *args: Any) -> dict[str, Any] | None:
+    """``build(*args)``, proven to encode as JSON; any failure as ``_Unusable``, never an HTTP 500."""
+    try:
+        body = build(*args)
+        json.dumps(body, allow_nan=False)
+    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
+        raise _Unusable(f"{type(exc).__name__}: {exc}") from exc
+    return body

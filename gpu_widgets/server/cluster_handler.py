@@ -8,24 +8,23 @@ from __future__ import annotations
 
 from tornado import web
 
+from ..cluster.hostnames import host_problem
 from ..cluster.promql import LOOKBACK_S
 from ..cluster.service import ClusterService
 from .handlers import BaseApiHandler
 
-MAX_HOST_CHARS = 253  # a DNS name's limit; dcgm-exporter's Hostname is the node's name
-
 
 def host_param(arguments: dict[str, list[bytes]]) -> str | None:
+    """The host exactly as given (spaces, control characters and all: Prometheus's label value may
+    have them, and every host the overview lists must open); the overview's own rule bounds it."""
     values = arguments.get("host")
     if not values:
         return None
-    host = values[0].decode("utf-8", "replace").strip()
-    if not host:
-        raise web.HTTPError(400, "host: expected a host name (the Hostname label of its GPUs), got an empty value",
-                            reason="bad_parameter")
-    if len(host) > MAX_HOST_CHARS or not host.isprintable():
-        raise web.HTTPError(400, f"host: expected a host name of at most {MAX_HOST_CHARS} printable characters, "
-                            f"got {host[:80]!r}", reason="bad_parameter")
+    host = values[0].decode("utf-8", "replace")
+    problem = host_problem(host)
+    if problem is not None:
+        raise web.HTTPError(400, f"host: expected a host name as the overview lists it (its Hostname label), "
+                            f"got {problem}: {host[:80]!r}", reason="bad_parameter")
     return host
 
 

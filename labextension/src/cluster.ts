@@ -119,7 +119,10 @@ export function parseOverview(body: unknown): { overview: IClusterOverview; host
     scrape_interval_s: num(b.scrape_interval_s),
     host_columns: columns as IClusterOverview['host_columns'],
     hosts: rows as IClusterOverview['hosts'],
-    totals: b.totals && typeof b.totals === 'object' ? b.totals : totalsOf(hosts)
+    totals: b.totals && typeof b.totals === 'object' ? b.totals : totalsOf(hosts),
+    // An older server lists every host: nothing unlisted.
+    unlisted_hosts: num(b.unlisted_hosts) ?? 0,
+    unlisted_reason: typeof b.unlisted_reason === 'string' ? b.unlisted_reason : null
   };
   return { overview, hosts };
 }

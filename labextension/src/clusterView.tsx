@@ -140,6 +140,12 @@ export function ClusterView(props: { model: ClusterModel; palette: IPalette }): 
           {totalsText(overview.totals)}
         </p>
       )}
+      {overview?.unlisted_reason && (
+        // The server sends no more rows than the panel can use; the totals above still count every host.
+        <p className="jp-GpuWidgets-muted jp-GpuWidgets-unlisted" aria-label="Hosts not listed">
+          {overview.unlisted_reason}.
+        </p>
+      )}
       {overview?.status === 'ok' && !all.length && (
         <p className="jp-GpuWidgets-muted">Prometheus has no GPU metrics (DCGM_FI_DEV_*) from any host yet.</p>
       )}

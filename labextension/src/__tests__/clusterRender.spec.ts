@@ -83,6 +83,25 @@ describe('ClusterView', () => {
     expect(count(detail('node-b'), />H100 80GB HBM3</g)).toBe(2);
   });
 
+  it('says how many hosts the server did not send, beside totals over every host', async () => {
+    const unlisted_reason = 'Not listed: 4500 more hosts than the sidebar is sent (the first 500 by name are listed; the totals count every host)';
+    const html = await rendered(
+      overview(manyHosts(500), {
+        totals: { hosts: 5000, gpus: 40000, stale_hosts: 0, busy_gpus: 1, free_gpus: 2, simulated_hosts: 0 },
+        unlisted_hosts: 4500,
+        unlisted_reason
+      })
+    );
+    expect(html).toContain('5000 hosts · 40000 GPUs');
+    expect(html).toContain(`aria-label="Hosts not listed">${unlisted_reason}.</p>`);
+    expect(count(html, /class="jp-GpuWidgets-hostRow[ "]/g)).toBe(HOST_PAGE);
+  });
+
+  it('lists every host of an older server that sends no unlisted count', async () => {
+    const html = await rendered(overview(manyHosts(5)));
+    expect(html).not.toContain('Hosts not listed');
+  });
+
   it('says why Prometheus cannot be read', async () => {
     const reason = 'Prometheus at http://127.0.0.1:9090 cannot be reached: connection refused';
     const html = await rendered(overview([], { status: 'unreachable', reason }));
