@@ -124,7 +124,7 @@ def test_the_tail_reads_complete_lines_only_in_bounded_chunks_and_skips_damage(t
         f.write(b'me":2.0,"loss":0.5}\nnot json\n' + b"".join(b'{"step":%d,"time":3.0}\n' % i for i in range(2, 100)))
     rows, notes = tail.step_rows(200)  # a small chunk: only the lines that fit
     assert rows[0] == (1, 2.0, {"loss": 0.5}) and 2 <= len(rows) < 10 and not tail.steps.caught_up
-    assert notes == [f"{steps}: line 3 is not JSON: skipped"]
+    assert notes == [f"{steps}: line 3 is not JSON (Expecting value, column 1): skipped"]
     while not tail.steps.caught_up:
         more, _ = tail.step_rows(200)
         rows += more

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,10 @@ from ..runs.run_log import ENV_DIR, default_root
 DEFAULT_LIMIT = 20
 COLUMNS = ("NAME", "STATUS", "STEPS", "STARTED", "UPDATED", "DIRECTORY")
 MAX_NAME = 32
+MAX_NOTE = 300
+# Shown escaped: C0 and C1 controls and DEL (terminal escape sequences start with them), and the
+# bidirectional overrides that reorder what the eye reads.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 class UsageError(Exception):
@@ -44,7 +49,10 @@ def main(args: argparse.Namespace) -> int:
     if args.dir is not None and not root.is_dir():
         what = "is not a directory" if root.exists() else "does not exist"
         raise UsageError(f"--dir {str(root)!r} {what}")
-    runs = list_runs(root) if root.is_dir() else []
+    try:
+        runs = list_runs(root) if root.is_dir() else []
+    except OSError as exc:
+        raise UsageError(f"{str(root)!r} cannot be read ({exc.strerror or exc})") from None
     shown = runs if args.all else runs[: args.limit]
     if args.json:
         print(json.dumps([r.as_json() for r in shown], indent=1))
@@ -53,14 +61,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"No runs in {root}")
         return 0
     print(render(shown))
+    for r in shown:
+        if r.note:
+            print(f"note: {printable(r.directory)}: {_cut(printable(' '.join(r.note.split())), MAX_NOTE)}")
     if len(shown) < len(runs):
         print(f"({len(runs) - len(shown)} older runs not shown: --all shows them)")
     return 0
 
 
 def render(runs: list[RunInfo]) -> str:
-    rows = [COLUMNS] + [(_name(r.name), r.status, f"{r.steps:,}", _when(r.started), _when(r.updated), r.directory)
-                        for r in runs]
+    rows = [COLUMNS] + [(_name(r.name), _cut(printable(r.status), MAX_NAME), f"{r.steps:,}", _when(r.started),
+                         _when(r.updated), printable(r.directory)) for r in runs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
     lines = []
     for row in rows:
@@ -69,10 +80,24 @@ def render(runs: list[RunInfo]) -> str:
     return "\n".join(lines)
 
 
+def printable(text: str) -> str:
+    """``text`` with control characters shown as escapes (``\\x1b``), so that nothing read from a
+    run directory can move the cursor, recolour or retitle the user's terminal."""
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
 def _name(name: str) -> str:
-    name = " ".join(name.split())  # a title with line breaks must not break the table
-    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
+    return _cut(printable(" ".join(name.split())), MAX_NAME)  # a title with line breaks must not break the table
+
+
+def _cut(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _when(t: float | None) -> str:
-    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+    if t is None:
+        return "-"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+    except (OverflowError, OSError, ValueError):  # a time beyond what the platform's clock spells
+        return "?"

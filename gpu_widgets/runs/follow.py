@@ -9,18 +9,23 @@ A damaged line in the middle is skipped with a note naming the file and line (th
 still be running: one bad line must not stop the view). Whether the writing process is still
 alive is read from ``run.json`` (``pid``, ``host``): on the same host a dead pid means the run
 was killed and will never end by itself.
+
+The files are untrusted (``file_reads``): a file that is not a regular one (a FIFO) is named in a
+note and not read; a line over ``MAX_LINE_BYTES`` is skipped with a note, never held whole. A file
+that shrinks below what was read, or is replaced by another (a new inode), was truncated or
+rewritten under the reader: reading on would mix two runs, so ``RunFileError`` says so.
 """
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
-from .run_files import RunFileError
-from .run_log import ALERTS, DATA_WAIT, GPU, META, STEPS, read_meta
+from .file_reads import MAX_LINE_BYTES, RunFileError, open_regular, parse_lines, too_long
+from .run_log import ALERTS, DATA_WAIT, GPU, META, STEPS
+from .run_meta import MAX_PID, read_meta
 
 I64 = 2**63
 ENDED_WORDS = frozenset({"finished", "failed", "interrupted"})
@@ -32,15 +37,24 @@ def resolve_run_dir(path: str | os.PathLike) -> Path:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"follow() takes a run directory (a path), got {type(path).__name__} {path!r}")
     p = Path(path).expanduser()
-    if p.is_file() and p.name == STEPS:
-        p = p.parent
-    if not p.exists():
-        raise FileNotFoundError(f"no such run directory: {p} (`gpu-widgets runs` lists the recent runs)")
-    if not p.is_dir():
-        raise NotADirectoryError(f"{p} is a file, not a run directory; follow() takes the directory that "
-                                 f"holds {META} and {STEPS} (load() reads saved files)")
-    if not (p / META).is_file():
-        raise FileNotFoundError(f"{p} is not a gpu-widgets run: it has no {META}")
+    try:
+        if p.is_file() and p.name == STEPS:
+            p = p.parent
+        if not p.exists():
+            raise FileNotFoundError(f"no such run directory: {p} (`gpu-widgets runs` lists the recent runs)")
+        if not p.is_dir():
+            raise NotADirectoryError(f"{p} is a file, not a run directory; follow() takes the directory that "
+                                     f"holds {META} and {STEPS} (load() reads saved files)")
+        os.lstat(p / META)  # a FIFO or a damaged run.json is a note later; a missing one is not a run
+    except FileNotFoundError:
+        if p.is_dir():
+            raise FileNotFoundError(f"{p} is not a gpu-widgets run: it has no {META}") from None
+        raise
+    except (NotADirectoryError, TypeError):
+        raise
+    except OSError as exc:  # no permission to look inside
+        raise PermissionError(f"{p} cannot be read ({exc.strerror or type(exc).__name__}): follow() reads its "
+                              f"{META} and {STEPS}") from None
     return p
 
 
@@ -48,7 +62,7 @@ def writer_alive(meta: dict[str, Any]) -> bool | None:
     """Whether the process that writes the run is alive: None when that cannot be told (another
     host, no pid in run.json, or Windows, where signal 0 is not a harmless probe)."""
     pid, host = meta.get("pid"), meta.get("host")
-    if sys.platform == "win32" or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+    if sys.platform == "win32" or not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= MAX_PID:
         return None
     if host and host != _hostname():
         return None
@@ -58,7 +72,7 @@ def writer_alive(meta: dict[str, Any]) -> bool | None:
         return False
     except PermissionError:
         return True  # alive, another user's
-    except OSError:
+    except (OSError, OverflowError):
         return None
     return True
 
@@ -92,6 +106,10 @@ class RunTail:
         self.alerts = _Tail(self.path / ALERTS)  # absent in runs without alerts, and in older ones
 
     def meta(self) -> dict[str, Any]:
+        return read_meta(self.path)[0]
+
+    def meta_noted(self) -> tuple[dict[str, Any], list[str]]:
+        """run.json, and notes about what could not be read from it."""
         return read_meta(self.path)
 
     def step_rows(self, max_bytes: int) -> tuple[list[tuple[int, float, dict[str, Any]]], list[str]]:
@@ -142,64 +160,72 @@ class _Tail:
         self.lines = 0  # complete lines read (line numbers for notes, sample counts for spilling)
         self.skipped = 0  # of those, lines that were not a row
         self.caught_up = False
+        self.identity: tuple[int, int] | None = None  # (device, inode) of the file read so far
+        self.not_regular = False  # said once, then the file is left alone
+        self.in_long_line = False  # reading past a line over MAX_LINE_BYTES
 
     def read(self, max_bytes: int) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+        if self.not_regular:
+            self.caught_up = True
+            return [], []
         try:
-            with open(self.file, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(max_bytes)
-                more = bool(data) and len(data) == max_bytes and bool(f.read(1))
+            f = open_regular(self.file)
         except FileNotFoundError:
+            if self.identity is not None:
+                raise RunFileError(f"{self.file} was removed while being followed, after {self.lines:,} lines") from None
             self.caught_up = True  # made a moment after run.json, or a run without GPU samples
             return [], []
-        end = data.rfind(b"\n") + 1
-        if end == 0 and more:  # one line longer than a chunk: read it whole
-            with open(self.file, "rb") as f:
+        except RunFileError as exc:
+            self.not_regular = self.caught_up = True
+            return [], [f"{exc}: not read"]
+        with f:
+            self._same_file(os.fstat(f.fileno()))
+            f.seek(self.offset)
+            data = f.read(max_bytes)
+            more = bool(data) and len(data) == max_bytes and bool(f.read(1))
+            whole_line = self.in_long_line or (more and data.rfind(b"\n") < 0)
+            if whole_line:  # one line longer than a chunk: read it whole while it is bounded, else past it
                 f.seek(self.offset)
-                data = f.readline()
-            end = len(data) if data.endswith(b"\n") else 0
-            more = True
+                data = f.readline(MAX_LINE_BYTES + 1)
+                more = data.endswith(b"\n") or len(data) > MAX_LINE_BYTES
+        if whole_line and (self.in_long_line or len(data) > MAX_LINE_BYTES):
+            self.caught_up = not more
+            return [], self._past_long_line(data)
+        end = data.rfind(b"\n") + 1
         self.caught_up = not more
         if end == 0:
             return [], []
-        chunk = data[:end]
-        self.offset += end
+        lines = data[:end - 1].split(b"\n")
         first = self.lines + 1
-        lines = chunk.split(b"\n")[:-1]
+        self.offset += end
         self.lines += len(lines)
-        rows, notes = _parse(lines, first, self.file)
+        rows, bad = parse_lines(lines, first)
+        notes = [f"{self.file}: line {n} {why}: skipped" for n, why in bad]
         self.skipped += len(lines) - len(rows)
         return rows, notes
 
+    def _past_long_line(self, data: bytes) -> list[str]:
+        """Skip a line over MAX_LINE_BYTES as far as it is written now (the rest on later reads)."""
+        notes = []
+        if not self.in_long_line:
+            notes.append(f"{too_long(self.file, self.lines + 1)}: skipped")
+            self.in_long_line = True
+        self.offset += len(data)
+        if data.endswith(b"\n"):
+            self.in_long_line = False
+            self.lines += 1
+            self.skipped += 1
+        return notes
 
-def _parse(lines: list[bytes], first: int, file: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
-    """Rows of complete lines, numbered from ``first``. One json.loads for the whole chunk (the
-    common case, several times faster than a call per line); line by line only when that fails."""
-    text = b",".join(line for line in lines if line.strip())
-    try:
-        rows = json.loads(b"[" + text + b"]")
-        if all(type(r) is dict for r in rows):
-            if len(rows) == len(lines):
-                return list(enumerate(rows, first)), []
-            # blank lines among them: number the rows by their lines
-            it = iter(rows)
-            return [(n, next(it)) for n, line in enumerate(lines, first) if line.strip()], []
-    except (ValueError, RecursionError):
-        pass
-    out, notes = [], []
-    for n, line in enumerate(lines, first):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError):
-            notes.append(f"{file}: line {n} is not JSON: skipped")
-            continue
-        if type(row) is not dict:
-            notes.append(f"{file}: line {n} is not a JSON object: skipped")
-            continue
-        out.append((n, row))
-    return out, notes
+    def _same_file(self, st: os.stat_result) -> None:
+        identity = (st.st_dev, st.st_ino)
+        if self.identity is not None and identity != self.identity:
+            raise RunFileError(f"{self.file} was replaced by another file while being followed (after "
+                               f"{self.lines:,} lines): reading on would mix two runs")
+        if st.st_size < self.offset:
+            raise RunFileError(f"{self.file} shrank to {st.st_size:,} bytes while being followed ({self.offset:,} "
+                               "were read): it was truncated or rewritten, and reading on would mix two runs")
+        self.identity = identity
 
 
 def _checked(tail: Any, max_bytes: int, check: Any) -> tuple[list[dict[str, Any]], list[str]]:

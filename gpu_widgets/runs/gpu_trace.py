@@ -26,13 +26,13 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from ..metrics.catalogue import MONITOR, shown_in
 from ..metrics.throttle import json_names, mask_from_names, names_from_mask, slowdown_names
 from ..store.decimator import Decimator
+from .file_reads import first_lines, open_regular
 
 # Snapshot fields kept per sample (all numeric), in the order the files show them.
 BASE_FIELDS: tuple[str, ...] = (
@@ -357,8 +357,8 @@ class GpuTrace:
         if not self.dropped:
             return []
         assert self.spill_path is not None
-        with open(self.spill_path, encoding="utf-8") as f:
-            raw = [json.loads(line) for line in islice(f, self.dropped)]
+        with open_regular(self.spill_path) as f:  # a regular file only, and no line over the limit
+            raw = [json.loads(line) for line in first_lines(f, self.spill_path, self.dropped)]
         if len(raw) < self.dropped:
             raise ValueError(f"{self.spill_path} holds {len(raw)} GPU samples, {self.dropped} expected")
         return raw

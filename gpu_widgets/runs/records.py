@@ -165,6 +165,14 @@ class Records:
             step = r.get("step")
             self.append(self.next_step if step is None else int(step), float(r.get("time", NAN)), values)
 
+    def adopt(self, other: "Records") -> None:
+        """Take over the columns of ``other`` (a loaded run) without copying them; ``other`` must
+        not be used afterwards. For a Records that others already hold (the monitor's)."""
+        self.steps, self.times, self.series = other.steps, other.times, other.series
+        self.deferred, self.tensor_devices = other.deferred, other.tensor_devices
+        self.next_step = other.next_step
+        self.size = other.size  # last: readers look no further than the published rows
+
     # -- reading (any thread) ------------------------------------------------------------------
     def resolve_deferred(self) -> list[str]:
         """Read the tensors logged since the last call; returns error messages (the value stays NaN)."""

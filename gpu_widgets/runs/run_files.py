@@ -16,11 +16,11 @@ as numbers (``-0.5`` stays a number). JSON Lines hold the text as it is.
 
 Reading names the file and line of anything that is not a run's row (``RunFileError``); the one
 exception is a last line without its line end that does not read: the process stopped while
-writing it, so it is skipped with a note.
+writing it, so it is skipped with a note. Only regular files are read, each line bounded
+(``file_reads``).
 """
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import json
@@ -31,14 +31,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .file_reads import RunFileError, line_chunks, not_json, open_regular, parse_lines
+
+__all__ = ["RunFileError"]  # raised here, defined beside the readers (gpu_widgets.RunFileError)
 FORMATS = (".jsonl", ".csv")
 _INT = re.compile(r"-?\d+\Z")
 _TEXT_COLUMNS = frozenset({"name", "backend"})  # GPU sample files: the GPU's name, where readings came from
-
-
-class RunFileError(ValueError):
-    """A file that is not a readable run (damaged, or not written by gpu-widgets); the message
-    names the file and the line."""
 
 
 def check_format(path: Path, verb: str = "save") -> str:
@@ -120,49 +118,37 @@ def read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return [r for _, r in rows], notes
 
 
-def read_numbered(path: Path) -> tuple[Numbered, list[str]]:
-    """``read_rows`` with each row's line number, for messages about its values."""
-    data = path.read_bytes()
-    # Excel and some editors begin a UTF-8 file with a byte-order mark; it is not part of the first key.
-    data = data.removeprefix(codecs.BOM_UTF8)
-    if check_format(path, "load") == ".jsonl":
-        return _read_jsonl(path, data)
-    return _read_csv(path, data)
+def read_numbered(path: Path, skipped: list[str] | None = None) -> tuple[Numbered, list[str]]:
+    """``read_rows`` with each row's line number, for messages about its values. A regular file
+    only, every line bounded (``file_reads``); with ``skipped``, JSON lines that do not read are
+    left out with a note there instead of raising."""
+    suffix = check_format(path, "load")
+    with open_regular(path) as f:
+        if suffix == ".jsonl":
+            return _read_jsonl(f, path, skipped)
+        # CSV: a quoted cell may hold a line end, so the csv module reads the text whole
+        pieces = [b"\n".join(lines) + (b"\n" if complete else b"") for _, lines, complete in line_chunks(f, path)]
+    return _read_csv(path, b"".join(pieces))
 
 
-def _torn(path: Path, n: int, why: str) -> str:
+def torn_note(path: Path, n: int, why: str) -> str:
     return f"{path.name}: the last line was cut off (line {n}: {why}; the process stopped while writing it): skipped"
 
 
-def _read_jsonl(path: Path, data: bytes) -> tuple[Numbered, list[str]]:
-    lines = data.split(b"\n")
+def _read_jsonl(f: Any, path: Path, skipped: list[str] | None) -> tuple[Numbered, list[str]]:
     rows: Numbered = []
     notes: list[str] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line.decode("utf-8"))
-        except (ValueError, RecursionError) as exc:  # JSON, UTF-8, a number of over 4300 digits
-            why = _not_json(exc)
-            if n == len(lines):  # no line end after it: the writer was stopped mid-line
-                notes.append(_torn(path, n, why))
-                continue
-            raise RunFileError(f"{path}: line {n} {why}") from None
-        if not isinstance(row, dict):
-            raise RunFileError(f"{path}: line {n} is not a JSON object, got {shown(row)}")
-        rows.append((n, row))
+    for first, lines, complete in line_chunks(f, path, skipped):
+        got, bad = parse_lines(lines, first)
+        rows.extend(got)
+        for n, why in bad:
+            if not complete:  # no line end after it: the writer was stopped mid-line
+                notes.append(torn_note(path, n, why))
+            elif skipped is not None:
+                skipped.append(f"{path}: line {n} {why}: skipped")
+            else:
+                raise RunFileError(f"{path}: line {n} {why}")
     return rows, notes
-
-
-def _not_json(exc: BaseException) -> str:
-    if isinstance(exc, UnicodeDecodeError):
-        return f"is not UTF-8 text (byte {exc.start + 1}: {exc.reason})"
-    if isinstance(exc, json.JSONDecodeError):
-        return f"is not JSON ({exc.msg}, column {exc.colno})"
-    if isinstance(exc, RecursionError):
-        return "is not a run's row (JSON nested too deeply to read)"
-    return "holds a number of more than 4300 digits"  # what int() refuses to read
 
 
 def _read_csv(path: Path, data: bytes) -> tuple[Numbered, list[str]]:
@@ -173,8 +159,8 @@ def _read_csv(path: Path, data: bytes) -> tuple[Numbered, list[str]]:
         n = data.count(b"\n", 0, exc.start) + 1
         last = data.rfind(b"\n") + 1  # where a line without a line end starts
         if exc.start < last:
-            raise RunFileError(f"{path}: line {n} {_not_json(exc)}") from None
-        notes.append(_torn(path, n, _not_json(exc)))
+            raise RunFileError(f"{path}: line {n} {not_json(exc)}") from None
+        notes.append(torn_note(path, n, not_json(exc)))
         text = data[:last].decode("utf-8")  # the damage was all in that last line
     reader = csv.reader(io.StringIO(text, newline=""))
     records = []
@@ -196,7 +182,7 @@ def _read_csv(path: Path, data: bytes) -> tuple[Numbered, list[str]]:
         except RunFileError as exc:
             if i < len(records) or text.endswith("\n"):
                 raise
-            notes.append(_torn(path, n, str(exc).removeprefix(f"{path}: line {n}").lstrip(", ")))
+            notes.append(torn_note(path, n, str(exc).removeprefix(f"{path}: line {n}").lstrip(", ")))
     return rows, notes
 
 

@@ -132,13 +132,6 @@ def write_meta(run_dir: Path, meta: Mapping[str, Any]) -> None:
     os.replace(tmp, run_dir / META)  # readers never see half a file
 
 
-def read_meta(run_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((run_dir / META).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
 class RunLog:
     """One run's directory. Not thread-safe: only the monitor's thread (or finish) calls it."""
 

@@ -1,31 +1,46 @@
 """Reading a finished (or killed) run back: a run-log directory, its steps.jsonl, or a file
 written by ``TrainingMonitor.save()`` with its GPU samples beside it. A run-log directory may also
 hold ``data_wait.jsonl`` (the steps' wait for data) and ``alerts.jsonl`` (alert episodes); run
-logs written before they existed load without them."""
+logs written before they existed load without them.
+
+Every file is untrusted (``file_reads``: regular files only, lines bounded). The steps go straight
+into the compact columns a live run fills (``Records``), a chunk of lines at a time, so loading
+holds about the file's size, never a dict per row. A damaged step line raises ``RunFileError``
+naming the file and line (the steps are the run); a damaged line in a side file (GPU samples,
+data wait, alerts) is left out with a note and the rest loads."""
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from .file_reads import line_chunks, open_regular, parse_lines
 from .gpu_trace import FIELDS, TORCH_FIELDS
-from .run_files import RunFileError, as_float, check_format, gpu_sibling, read_numbered, shown, step_row
+from .records import Records
+from .run_files import RunFileError, as_float, check_format, gpu_sibling, read_numbered, shown, step_row, torn_note
 from .run_log import ALERTS, DATA_WAIT, GPU, META, STEPS
+from .run_meta import read_meta
+
+MAX_NOTES_PER_FILE = 20  # a file of a million bad lines says so in a few lines, not a million
 
 
 @dataclass
 class SavedRun:
     source: Path
     meta: dict[str, Any]
-    rows: list[dict[str, Any]]
+    records: Records = field(default_factory=Records)  # the steps, in columns
     gpu_rows: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     data_wait_rows: list[dict[str, Any]] = field(default_factory=list)  # data_wait.jsonl's bins
     alert_rows: list[dict[str, Any]] = field(default_factory=list)  # alerts.jsonl's lines
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The steps as flat dicts (made on each call: ``records`` is what is kept)."""
+        return self.records.rows()
 
     @property
     def title(self) -> str:
@@ -33,12 +48,12 @@ class SavedRun:
 
     @property
     def started(self) -> float | None:
-        times = [r["time"] for r in self.rows if not math.isnan(r["time"])]
+        times = [t for t in self.records.times if not math.isnan(t)]
         return self.meta.get("started") or (min(times) if times else None)
 
     @property
     def ended(self) -> float | None:
-        times = [r["time"] for r in self.rows if not math.isnan(r["time"])]
+        times = [t for t in self.records.times if not math.isnan(t)]
         return self.meta.get("ended") or (max(times) if times else None)
 
 
@@ -46,38 +61,27 @@ def read_run(path: str | os.PathLike) -> SavedRun:
     p = Path(path).expanduser()
     if p.is_dir():
         run_dir: Path | None = p
-    elif p.name == STEPS and (p.parent / META).is_file():
+    elif p.name == STEPS and _exists(p.parent / META):
         run_dir = p.parent
     else:
         run_dir = None
     notes: list[str] = []
     if run_dir is not None:
-        meta = _read_meta(run_dir / META, notes)
+        meta, meta_notes = read_meta(run_dir)
+        notes.extend(meta_notes)
         steps_path, gpu_path = run_dir / STEPS, run_dir / GPU
-        if not steps_path.is_file():
+        if not _exists(steps_path):
             raise FileNotFoundError(f"{run_dir} is not a gpu-widgets run: it has no {STEPS}")
     else:
-        if not p.is_file():
+        if not _exists(p):
             raise FileNotFoundError(f"no such run or file: {p}")
         check_format(p, "load")
         meta, steps_path, gpu_path = {}, p, gpu_sibling(p)
-    raw, step_notes = read_numbered(steps_path)
-    notes.extend(step_notes)
-    run = SavedRun(run_dir or p, meta, [step_row(r, f"{steps_path}: line {n}") for n, r in raw], [], notes)
-    if gpu_path.is_file():
-        gpu_rows, gpu_notes = read_numbered(gpu_path)
-        run.notes.extend(gpu_notes)
-        run.gpu_rows = [_gpu_row(r, f"{gpu_path}: line {n}") for n, r in gpu_rows]
-    wait_path = run_dir / DATA_WAIT if run_dir is not None else None
-    if wait_path is not None and wait_path.is_file():
-        wait_rows, wait_notes = read_numbered(wait_path)
-        run.notes.extend(wait_notes)
-        run.data_wait_rows = [data_wait_row(r, f"{wait_path}: line {n}") for n, r in wait_rows]
-    alerts_path = run_dir / ALERTS if run_dir is not None else None
-    if alerts_path is not None and alerts_path.is_file():
-        alert_rows, alert_notes = read_numbered(alerts_path)
-        run.notes.extend(alert_notes)
-        run.alert_rows = [alert_row(r, f"{alerts_path}: line {n}") for n, r in alert_rows]
+    run = SavedRun(run_dir or p, meta, read_steps(steps_path, notes), notes=notes)
+    run.gpu_rows = _side_file(gpu_path, _gpu_row, notes)
+    if run_dir is not None:
+        run.data_wait_rows = _side_file(run_dir / DATA_WAIT, data_wait_row, notes)
+        run.alert_rows = _side_file(run_dir / ALERTS, alert_row, notes)
     for note in run.notes:  # a script that loads a run sees them too, not only the widget
         warnings.warn(f"TrainingMonitor.load: {note}", RuntimeWarning, stacklevel=3)
     if meta.get("error"):
@@ -85,41 +89,76 @@ def read_run(path: str | os.PathLike) -> SavedRun:
     return run
 
 
-_META_TYPES: dict[str, tuple[type, ...]] = {
-    "title": (str,), "status": (str,), "error": (str,), "batch_size": (int,), "total_steps": (int,),
-    "started": (int, float), "ended": (int, float),
-}
+def read_steps(path: Path, notes: list[str]) -> Records:
+    """The steps of a JSONL or CSV file in columns, checked as ``log()`` checks them."""
+    records = Records()
+    if check_format(path, "load") == ".csv":
+        rows, torn = read_numbered(path)
+        notes.extend(torn)
+        _append(records, rows, path)
+        return records
+    with open_regular(path) as f:
+        for first, lines, complete in line_chunks(f, path):
+            rows, bad = parse_lines(lines, first)
+            if bad:
+                n, why = bad[0]
+                if complete:
+                    raise RunFileError(f"{path}: line {n} {why}")
+                notes.append(torn_note(path, n, why))
+            _append(records, rows, path)
+    return records
 
 
-def _read_meta(path: Path, notes: list[str]) -> dict[str, Any]:
-    """``run.json``: the run's title and status. The steps are the user's data and load without
-    it; what cannot be read from it is left out, with a note."""
+def _append(records: Records, rows: list[tuple[int, dict[str, Any]]], path: Path) -> None:
+    for n, raw in rows:
+        row = step_row(raw, f"{path}: line {n}")
+        step, t = row.pop("step"), row.pop("time")
+        try:
+            records.append(step, t, row)
+        except (ValueError, TypeError) as exc:
+            raise RunFileError(f"{path}: line {n}: {exc}") from None
+
+
+def _side_file(path: Path, check: Callable[[dict[str, Any], str], dict[str, Any]], notes: list[str]) -> list[dict[str, Any]]:
+    """A side file's rows that read and pass ``check``; the rest are notes (at most
+    MAX_NOTES_PER_FILE, then a count). Absent: no rows, no note."""
+    skipped: list[str] = []
     try:
-        meta = json.loads(path.read_bytes().decode("utf-8"))
+        rows, torn = read_numbered(path, skipped)
     except FileNotFoundError:
-        return {}
-    except (OSError, ValueError, RecursionError) as exc:
-        notes.append(f"{path.name} could not be read ({type(exc).__name__}); the run's title and status are unknown")
-        return {}
-    if not isinstance(meta, dict):
-        notes.append(f"{path.name} is not a JSON object; the run's title and status are unknown")
-        return {}
-    for key, types in _META_TYPES.items():
-        v = meta.get(key)
-        if v is None:
-            continue
-        bad = isinstance(v, bool) or not isinstance(v, types)
-        if not bad and key in ("batch_size", "total_steps"):
-            bad = v <= 0
-        if not bad and key in ("started", "ended"):
-            try:
-                bad = not math.isfinite(v)
-            except OverflowError:
-                bad = True
-        if bad:
-            notes.append(f"{path.name}: {key!r} is not what gpu-widgets writes ({shown(v)}); left out")
-            del meta[key]
-    return meta
+        return []
+    except (OSError, RunFileError) as exc:  # not a regular file, unreadable, a damaged CSV
+        notes.append(f"{_why(exc, path)}: {path.name} was not loaded")
+        return []
+    notes.extend(torn)
+    out = []
+    for n, raw in rows:
+        try:
+            out.append(check(raw, f"{path}: line {n}"))
+        except RunFileError as exc:
+            skipped.append(f"{exc}: skipped")
+    notes.extend(skipped[:MAX_NOTES_PER_FILE])
+    if len(skipped) > MAX_NOTES_PER_FILE:
+        notes.append(f"{path}: {len(skipped) - MAX_NOTES_PER_FILE:,} more lines skipped")
+    return out
+
+
+def _exists(path: Path) -> bool:
+    """Whether anything is there; one that cannot be looked at (no permission) counts, so that
+    opening it says why it cannot be read."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _why(exc: BaseException, path: Path) -> str:
+    if isinstance(exc, RunFileError):
+        return str(exc)
+    return f"{path} could not be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
 
 
 def _gpu_row(raw: dict[str, Any], where: str) -> dict[str, Any]:

@@ -50,8 +50,8 @@ def follow(cls: Any, run_dir: str | os.PathLike, *, display: bool = True, poll_s
     every ``poll_s`` seconds (over 0.01, up to 60), never in the caller's loop."""
     poll_s = number_in("poll_s", poll_s, 0.01, 60.0)
     tail = RunTail(run_dir)
-    meta = tail.meta()
-    saved = SavedRun(tail.path, meta, [])
+    meta = tail.meta()  # its notes come with the first pass
+    saved = SavedRun(tail.path, meta)
     mon = cls(_title(meta, tail), run_log=False, display=False, saved_run=saved, max_points=max_points,
               x_axis=x_axis)
     r: MonitorRun = mon._r
@@ -83,6 +83,7 @@ class Follower:
         self.notes = 0
         self.draw_due = 0.0
         self.dead_seen = False
+        self.meta_notes: set[str] = set()  # said already: run.json is read every pass
         self._ref = weakref.ref(r)
         self.thread = threading.Thread(target=self._loop, name="gpu-widgets-follow", daemon=True)
         r.trace.spill_path = tail.path / GPU
@@ -115,7 +116,12 @@ class Follower:
     def step(self, r: MonitorRun) -> bool:
         """One pass: run.json, then the new lines. True once the run has ended and all is read."""
         self.passes += 1
-        meta = self.tail.meta()  # first: when it says "ended", every row is already on disk
+        meta, meta_notes = self.tail.meta_noted()  # first: when it says "ended", every row is already on disk
+        for note in meta_notes:
+            if note not in self.meta_notes and len(self.meta_notes) < MAX_NOTES:
+                self.meta_notes.add(note)
+                unknown = "status" not in meta and writer_alive(meta) is None
+                self._note(r, f"{note}; following cannot tell when the run ends" if unknown else note)
         if not self.tail.path.is_dir():
             raise FileNotFoundError(f"{self.tail.path} was removed")
         rows, notes = self.tail.step_rows(STEP_BYTES)

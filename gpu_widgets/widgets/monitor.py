@@ -342,9 +342,9 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
     @classmethod
     def load(cls, path: str | os.PathLike, *, display: bool = False) -> "TrainingMonitor":
         """Show a finished run again, read-only: a run-log directory, its steps.jsonl, or a file
-        written by :meth:`save` (its GPU samples are read from beside it). A damaged file raises
-        :class:`gpu_widgets.RunFileError` naming the file and line; a torn last line is skipped
-        with a ``RuntimeWarning``."""
+        written by :meth:`save` (its GPU samples are read from beside it). A damaged steps file raises
+        :class:`gpu_widgets.RunFileError` naming the file and line; a torn last line, and bad lines
+        of the side files, are skipped with a ``RuntimeWarning``."""
         run = read_run(path)
         return cls(run.title, batch_size=run.meta.get("batch_size"), total_steps=run.meta.get("total_steps"),
                    run_log=False, display=display, saved_run=run)
