@@ -281,6 +281,21 @@ class FakeDriver:
         return env
 
 
+def with_bench_package(env: Mapping[str, str], into: Path) -> dict[str, str]:
+    """``env`` for a process that imports this checkout's ``benchmarks`` package (a Jupyter server
+    loading ``benchmarks.lag_probe``) whatever gpu_widgets it runs: a regular install does not put
+    the checkout on the path, only an editable one does. ``into`` gets a directory holding only a
+    link to the package, last on PYTHONPATH, so the environment's own gpu_widgets stays the one used."""
+    only = into / "bench-package"
+    only.mkdir(parents=True, exist_ok=True)
+    link = only / "benchmarks"
+    if not link.exists():
+        link.symlink_to(BENCH_DIR, target_is_directory=True)
+    out = dict(env)
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [out.get("PYTHONPATH"), str(only)]))
+    return out
+
+
 # -- worker processes (JSON lines over stdin/stdout) ---------------------------------------------------------
 class Worker:
     """A long-lived benchmark process: one request per line in, one JSON answer per line out."""

@@ -1,7 +1,8 @@
 """A Jupyter server extension used only by the server benchmark: it measures the server from inside.
 
-Enabled by the benchmark's own config file (``c.ServerApp.jpserver_extensions``) with this
-checkout on PYTHONPATH; never installed, never enabled by ``make lab``. It adds, under
+Enabled by the benchmark's own config file (``c.ServerApp.jpserver_extensions``), this package
+put on the server's PYTHONPATH (``common.with_bench_package``: an editable install or not); never
+installed, never enabled by ``make lab``. It adds, under
 ``{base_url}bench-probe/`` (token required like every Jupyter route):
 
 - ``stats``: event-loop lag (a 10 ms sleep on the loop, how late it wakes), NVML calls made in

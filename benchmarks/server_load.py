@@ -24,7 +24,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
-from .common import PCIE_DELAY_MS, REPO, FakeDriver, peer_available, peers_python, percentile, summary
+from .common import (PCIE_DELAY_MS, REPO, FakeDriver, peer_available, peers_python, percentile, summary,
+                     with_bench_package)
 
 API = "/gpu-widgets/api/v1"
 
@@ -46,6 +47,8 @@ class JupyterServer:
         ]) + "\n")
         self.env = {**env, "JUPYTER_CONFIG_DIR": str(self.tmp / "config"), "JUPYTER_DATA_DIR": str(self.tmp / "data"),
                     "JUPYTER_RUNTIME_DIR": str(self.tmp / "runtime"), "IPYTHONDIR": str(self.tmp / "ipython")}
+        if any(name.startswith("benchmarks.") for name in extensions):
+            self.env = with_bench_package(self.env, self.tmp)  # the probe, also from a regular install
         self.args = [
             self.python, "-m", "jupyter_server", f"--config={config}", f"--ServerApp.port={self.port}",
             "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", "--ServerApp.open_browser=False",

@@ -52,6 +52,42 @@ def test_smoke_run_covers_every_section_and_writes_json(tmp_path: Path) -> None:
     assert "## Targets" in proc.stdout
 
 
+# Put first on PYTHONPATH, this hides every checkout (a folder with both packages) that an editable
+# install's .pth file adds to sys.path (site runs it after the .pth files): what a regular install sees.
+_REGULAR_INSTALL = """
+import os, sys
+def _checkout(p):
+    return all(os.path.isdir(os.path.join(p or ".", name)) for name in ("gpu_widgets", "benchmarks"))
+sys.path[:] = [p for p in sys.path if not _checkout(p)]
+"""
+
+
+def test_the_server_loads_the_probe_from_a_regular_install(tmp_path: Path) -> None:
+    # Given an environment where gpu_widgets imports (as from site-packages) but this checkout's
+    # benchmarks package does not
+    shim = tmp_path / "site"
+    shim.mkdir()
+    (shim / "gpu_widgets").symlink_to(REPO / "gpu_widgets", target_is_directory=True)
+    (shim / "sitecustomize.py").write_text(_REGULAR_INSTALL)
+    env = {k: v for k, v in os.environ.items() if k not in ("GPU_WIDGETS_BACKEND", "FAKE_NVML_CONFIG")}
+    env["PYTHONPATH"] = str(shim)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    seen = subprocess.run([sys.executable, "-c", "import gpu_widgets, importlib.util as u; "
+                           "print(u.find_spec('benchmarks') is None)"],
+                          cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60)
+    assert seen.stdout.strip() == "True", seen.stderr
+    # When the history section (the one whose server lacked the probe: HTTP 404) runs from the checkout
+    out = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--smoke", "--no-peers", "--only", "history",
+                           "--json", str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    # Then its server found the probe and every request succeeded
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    history = json.loads(out.read_text())["sections"]["history"]
+    assert "error" not in history, history.get("error")
+    assert history["stages"] and not any(s["errors"] for s in history["stages"])
+
+
 def test_unknown_section_is_a_usage_error() -> None:
     proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--only", "nope"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -20,7 +21,8 @@ if keras.backend.backend() != "torch":
 from gpu_widgets import TrainingMonitor  # noqa: E402
 from gpu_widgets.integrations.keras import GpuWidgetsCallback  # noqa: E402
 
-from .widget_helpers import run_dir, simulated_sampler  # noqa: E402,F401
+from .script_output import our_lines  # noqa: E402
+from .widget_helpers import fixed_sampler, run_dir, simulated_sampler  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = textwrap.dedent("""
@@ -117,8 +119,24 @@ def test_a_plain_script_records_the_run_log_and_prints_one_line(tmp_path):
            "GPU_WIDGETS_BACKEND": "simulated", "KERAS_BACKEND": "torch"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    ours = [line for line in (done.stdout + done.stderr).splitlines() if "gpu-widgets" in line]
+    ours = our_lines(done.stdout + done.stderr)
     assert len(ours) == 1 and ours[0].startswith("gpu-widgets: recording this run in "), ours
     run = Path(ours[0].rsplit(" in ", 1)[1])
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
     assert len((run / "steps.jsonl").read_text().splitlines()) == 5
+
+
+def test_training_on_the_cpu_while_the_gpu_idles_is_said_as_for_a_pytorch_loop(monkeypatch):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_initialized():
+        pytest.skip("this process uses CUDA")
+    monkeypatch.setattr(torch.version, "cuda", "12.4")  # a CUDA build: the plain tip, not "+cpu"'s
+    sampler = fixed_sampler({"utilization_gpu_percent": 1})
+    tick = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: sampler.tick())
+    cb = GpuWidgetsCallback(display=False, sampler=sampler)
+    model().fit(*data(), batch_size=4, epochs=1, callbacks=[cb, tick], verbose=0)  # noqa: F821
+    mon = cb.monitor
+    mon.refresh()
+    text = re.sub(r"<[^>]+>", "", mon.widget.children[0].value)
+    assert "Training runs on the CPU: the tensors this monitor sees are on the CPU while GPU 0 stays idle" in text
+    assert mon._r.records.tensor_devices == {"cpu"}  # from the weights: Keras logs floats

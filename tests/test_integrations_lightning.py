@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 from gpu_widgets import TrainingMonitor  # noqa: E402
 from gpu_widgets.integrations.lightning import GpuWidgetsCallback  # noqa: E402
 
+from .script_output import our_lines  # noqa: E402
 from .widget_helpers import run_dir, simulated_sampler  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,7 +181,7 @@ def test_a_plain_script_records_the_run_log_and_prints_one_line(tmp_path):
            "PYTHONWARNINGS": "ignore"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    ours = [line for line in (done.stdout + done.stderr).splitlines() if "gpu-widgets" in line]
+    ours = our_lines(done.stdout + done.stderr)
     assert len(ours) == 1 and ours[0].startswith("gpu-widgets: recording this run in "), ours
     run = Path(ours[0].rsplit(" in ", 1)[1])
     assert run.parent == tmp_path / "runs"

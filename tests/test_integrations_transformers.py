@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -20,7 +21,8 @@ pytest.importorskip("accelerate")
 from gpu_widgets import TrainingMonitor  # noqa: E402
 from gpu_widgets.integrations.transformers import GpuWidgetsCallback  # noqa: E402
 
-from .widget_helpers import run_dir, simulated_sampler  # noqa: E402,F401
+from .script_output import our_lines  # noqa: E402
+from .widget_helpers import fixed_sampler, run_dir, simulated_sampler  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,8 +146,32 @@ def test_a_plain_script_records_the_run_log_and_prints_one_line(tmp_path):
            "GPU_WIDGETS_BACKEND": "simulated", "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 1 and "ValueError: bad batch" in done.stderr, done.stderr
-    ours = [line for line in (done.stdout + done.stderr).splitlines() if "gpu-widgets" in line]
+    ours = our_lines(done.stdout + done.stderr)
     assert len(ours) == 2 and all(line.startswith("gpu-widgets: recording this run in ") for line in ours), ours
     runs = [Path(line.rsplit(" in ", 1)[1]) for line in ours]
     assert [json.loads((r / "run.json").read_text())["status"] for r in runs] == ["finished", "failed"]
     assert "bad batch" in json.loads((runs[1] / "run.json").read_text())["error"]
+
+
+class Tick(transformers.TrainerCallback):
+    """The GPU sampler ticks once per step (a given sampler does not run by itself)."""
+
+    def __init__(self, sampler) -> None:
+        self.sampler = sampler
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.sampler.tick()
+
+
+def test_training_on_the_cpu_while_the_gpu_idles_is_said_as_for_a_pytorch_loop(tmp_path, monkeypatch):
+    if torch.cuda.is_initialized():
+        pytest.skip("this process uses CUDA")
+    monkeypatch.setattr(torch.version, "cuda", "12.4")  # a CUDA build: the plain tip, not "+cpu"'s
+    sampler = fixed_sampler({"utilization_gpu_percent": 1})
+    cb = GpuWidgetsCallback(display=False, sampler=sampler)
+    trainer([cb, Tick(sampler)], tmp_path, epochs=1).train()  # noqa: F821
+    mon = cb.monitor
+    mon.refresh()
+    text = re.sub(r"<[^>]+>", "", mon.widget.children[0].value)
+    assert "Training runs on the CPU: the tensors this monitor sees are on the CPU while GPU 0 stays idle" in text
+    assert mon._r.records.tensor_devices == {"cpu"}  # from the model's weights: the Trainer logs floats

@@ -116,12 +116,16 @@ class MonitorFeed:
         _active.add(self)
         self.step_started = self.step_ended = self.step_busy = None
         self._unannounced = True
-        if total_steps is not None and total_steps > 0:
-            mon.total_steps = int(total_steps)
+        self.set_total(total_steps)
         mon.__enter__()  # the run (its clock, GPU sampling, run log) starts with training, not at step 1
         # Every step passes here: the monitor's own recorders, without the checks its public
         # note_data_wait() / note_batch() make on values from a user (ours are always sound).
         self._add_wait, self._add_samples = mon._r.charts.waits.add, mon._r.samples.add
+
+    def set_total(self, total_steps: int | None) -> None:
+        """The run's optimizer steps, when the framework knows them (None or 0: unknown, kept)."""
+        if total_steps is not None and total_steps > 0:
+            self.monitor.total_steps = int(total_steps)
 
     def epoch(self, epoch: int, epochs: int | None) -> None:
         """``epoch`` counted from 1, as shown; ``epochs`` the total, when known and sensible."""

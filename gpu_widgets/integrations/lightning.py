@@ -10,9 +10,14 @@ What it records, on the global-zero process only (``trainer.is_global_zero``):
 * after each validation and each training epoch: the metrics that changed (``val_loss``,
   ``train_loss_epoch``...), at the current step;
 * the step (``trainer.global_step``), the epoch (``current_epoch + 1`` of ``max_epochs``), the
-  total (``trainer.estimated_stepping_batches``) and the samples of every batch;
+  total (``trainer.estimated_stepping_batches``, once training starts) and the samples of every batch;
 * the end: finished (``on_fit_end``), interrupted (Ctrl-C) or failed (``on_exception``; Lightning
   raises the exception on).
+
+Under DDP every rank runs these hooks and only rank 0 records, so nothing a rank does alone may
+wait for the others: the total is read once the loaders are set up (reading it earlier loads the
+data, a step that synchronises the ranks), and the metrics at the end of an epoch or of validation
+are read on every rank (Lightning reduces the ``sync_dist=True`` ones across the ranks right then).
 """
 from __future__ import annotations
 
@@ -49,6 +54,22 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
+def _metrics(trainer: Any) -> Mapping[str, Any]:
+    """``trainer.callback_metrics``. Outside a training batch, reading them computes the epoch
+    values, reducing those logged with ``sync_dist=True`` across the ranks: call it on every rank
+    there. Inside a batch it returns step values reduced when they were logged: no rank waits."""
+    return getattr(trainer, "callback_metrics", None) or {}
+
+
+def _total(trainer: Any) -> int | None:
+    """The optimizer steps of this fit, once the loaders exist (before, Lightning would load them
+    on this rank alone to count them, which waits for the other ranks)."""
+    if getattr(trainer, "train_dataloader", None) is None:
+        return None
+    total = trainer.estimated_stepping_batches
+    return int(total) if isinstance(total, (int, float)) and math.isfinite(total) and total > 0 else None
+
+
 def _learning_rates(trainer: Any) -> dict[str, float]:
     rates: dict[str, float] = {}
     for i, optimizer in enumerate(getattr(trainer, "optimizers", None) or []):
@@ -77,12 +98,11 @@ class GpuWidgetsCallback(pl.Callback):
     def monitor(self) -> TrainingMonitor:
         return self._feed.monitor
 
-    def _fresh(self, trainer: Any, by_value: bool = False) -> dict[str, Any]:
+    def _fresh(self, metrics: Mapping[str, Any], by_value: bool = False) -> dict[str, Any]:
         """Metrics with a value we have not recorded. Lightning keeps the last value of each
         metric in ``callback_metrics`` and puts a new object there when a step logs it; at an
         epoch's end it rebuilds them all, so there (``by_value``) the values are compared: once
         per epoch, so reading them costs nothing that matters."""
-        metrics = getattr(trainer, "callback_metrics", None) or {}
         seen = self._seen
         fresh = {k: v for k, v in metrics.items() if seen.get(k) is not v}
         if by_value:
@@ -92,12 +112,16 @@ class GpuWidgetsCallback(pl.Callback):
 
     # -- hooks ----------------------------------------------------------------------------------
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        left = dict(_metrics(trainer))  # from an earlier fit; read on every rank (see _metrics)
         if not trainer.is_global_zero:
             return
-        total = trainer.estimated_stepping_batches
-        self._feed.begin(int(total) if isinstance(total, (int, float)) and math.isfinite(total) else None)
-        self._seen = dict(getattr(trainer, "callback_metrics", None) or {})  # left from an earlier run
+        self._feed.begin()  # the total comes in on_train_start
+        self._seen = left
         self._logged_step = -1
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        if self._feed.active:
+            self._feed.set_total(_total(trainer))
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         if trainer.is_global_zero and self._feed.active:
@@ -105,7 +129,8 @@ class GpuWidgetsCallback(pl.Callback):
             self._feed.epoch(trainer.current_epoch + 1, epochs if epochs and epochs > 0 else None)
 
     # Only the global-zero process ever begins a run (on_fit_start), so ``active`` alone says
-    # whether this process records: the per-batch hooks read no trainer property for it.
+    # whether this process records: the per-batch hooks read no trainer property for it, and the
+    # metrics they read on rank 0 alone are step values (see _metrics).
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         if self._feed.active:
             self._feed.batch_started()
@@ -119,7 +144,7 @@ class GpuWidgetsCallback(pl.Callback):
         if step == self._logged_step or not every or not (step % every == 0 or trainer.should_stop):
             return
         self._logged_step = step
-        values = self._fresh(trainer)
+        values = self._fresh(_metrics(trainer))
         loss = _loss_of(outputs)
         if loss is not None and not any("loss" in key for key in values):
             values["loss"] = loss
@@ -127,8 +152,11 @@ class GpuWidgetsCallback(pl.Callback):
         self._feed.log(step, values)
 
     def _log_changed(self, trainer: Any) -> None:
-        if trainer.is_global_zero and self._feed.active and not trainer.sanity_checking:
-            self._feed.log(trainer.global_step, self._fresh(trainer, by_value=True))
+        if trainer.sanity_checking:
+            return
+        metrics = _metrics(trainer)  # on every rank, recording or not (see _metrics)
+        if self._feed.active:
+            self._feed.log(trainer.global_step, self._fresh(metrics, by_value=True))
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         self._log_changed(trainer)
@@ -139,8 +167,8 @@ class GpuWidgetsCallback(pl.Callback):
         self._log_changed(trainer)
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        self._log_changed(trainer)
         if trainer.is_global_zero:
-            self._log_changed(trainer)
             self._feed.end(step=trainer.global_step)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
