@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from gpu_widgets.runs.run_log import default_root
 
 from .fake_nvml import build_fake_nvml, fake_nvml_env, write_config
 
@@ -13,6 +18,31 @@ from .fake_nvml import build_fake_nvml, fake_nvml_env, write_config
 for _var in ("GPU_WIDGETS_BACKEND", "GPU_WIDGETS_SIMULATED_GPUS", "GPU_WIDGETS_SIMULATED_FAULTS",
              "GPU_WIDGETS_SIMULATED_SEED", "FAKE_NVML_CONFIG", "CUDA_VISIBLE_DEVICES"):
     os.environ.pop(_var, None)
+
+# Run logs go to one temporary directory for the whole session, set in os.environ so that every
+# subprocess, Jupyter server and kernel a test starts inherits it (tests that want their own set
+# GPU_WIDGETS_RUN_DIR themselves). The user's own run directory is never written: see
+# pytest_sessionfinish below and tests/test_run_log.py.
+# The user's directories: the platform's default, and theirs when their shell sets one.
+_USER_RUN_ROOTS = {default_root(os.environ), default_root({k: v for k, v in os.environ.items() if k != "GPU_WIDGETS_RUN_DIR"})}
+
+
+def _user_runs() -> set[Path]:
+    return {root / name for root in _USER_RUN_ROOTS if root.is_dir() for name in os.listdir(root)}
+
+
+_USER_RUNS_BEFORE = _user_runs()
+SESSION_RUN_DIR = Path(tempfile.mkdtemp(prefix="gpu-widgets-test-runs-"))
+os.environ["GPU_WIDGETS_RUN_DIR"] = str(SESSION_RUN_DIR)
+atexit.register(shutil.rmtree, SESSION_RUN_DIR, True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session when a test left a run in the user's own run directory."""
+    new = _user_runs() - _USER_RUNS_BEFORE
+    if new:
+        print(f"\ntests wrote runs into the user's run directory: {sorted(map(str, new))[:5]}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -116,6 +117,39 @@ def test_sdist_has_sources_for_a_fresh_build(sdist):
     for bad in ("node_modules/", ".venv/", "gpu_widgets/labextension/", "labextension/lib/"):
         offenders = [n for n in rel if n.startswith(bad) or f"/{bad}" in n]
         assert not offenders, f"sdist must not contain {bad}: {offenders[:5]}"
+
+
+# Directories of test and build state a working tree collects (pytest, Hypothesis/schemathesis,
+# `make lab`, builds, npm); none belongs in the sdist, whether .gitignore names it or not.
+STATE_DIRS = (".hypothesis", "tests/.hypothesis", ".pytest_cache", "tests/.pytest_cache", ".lab/examples",
+              "build/lib", "dist", "node_modules/x", "labextension/node_modules/x", "tests/__pycache__",
+              "gpu_widgets/__pycache__", "examples/.ipynb_checkpoints", "tests/fake_nvml/build", "gpu_widgets.egg-info")
+HEAVY = {".git", ".venv", "node_modules", ".yarn", "labextension", "build", "dist"}  # not needed by the check
+
+
+def test_sdist_leaves_out_test_and_build_state(tmp_path):
+    """A copy of the tree with state planted everywhere and no .gitignore: pyproject.toml alone
+    keeps it out of the sdist."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=lambda d, names: [n for n in names if Path(d) == ROOT and n in HEAVY])
+    (src / ".gitignore").unlink(missing_ok=True)
+    shutil.copytree(ROOT / "labextension" / "src", src / "labextension" / "src")
+    for rel in STATE_DIRS:
+        (src / rel).mkdir(parents=True, exist_ok=True)
+        (src / rel / "state.txt").write_text("state")
+    (src / "tests" / "__pycache__" / "x.cpython-312.pyc").write_bytes(b"\0")
+    out = tmp_path / "out"
+    _run([sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", out], cwd=src,
+         env=dict(os.environ, SKIP_JUPYTER_BUILDER="1"))
+    (path,) = out.glob("gpu_widgets-*.tar.gz")
+    with tarfile.open(path) as tar:
+        rel = [n.split("/", 1)[1] for n in tar.getnames() if "/" in n]
+    assert "labextension/src/index.ts" in rel and "tests/conftest.py" in rel  # the sources still go
+    for state in STATE_DIRS:
+        top = state.split("/x")[0]
+        offenders = [n for n in rel if n == top or n.startswith(top + "/")]
+        assert not offenders, f"the sdist must not contain {top}: {offenders[:5]}"
+    assert not [n for n in rel if n.endswith(".pyc")]
 
 
 @pytest.mark.slow

@@ -8,6 +8,8 @@ backend's own rank: ``torch.distributed`` or ``jax.process_index()``):
   (batches since ``fit`` began, from 1);
 * after each epoch, the values the batches did not have: ``val_loss``, ``val_<metric>``,
   ``learning_rate`` when a scheduler reports it;
+* where the weights are, on the torch backend (Keras logs floats): what says "Training runs on
+  the CPU" when the GPUs idle;
 * the epoch (of ``epochs``), the total (``epochs`` x ``steps``, when Keras knows the steps) and
   the samples of each step, read from the data handed to ``model.train_function`` (torch and JAX
   backends; on TensorFlow it receives an iterator, so give ``batch_size=`` for samples/s);
@@ -29,6 +31,7 @@ except ImportError:
 from ..widgets.batches import batch_size_of
 from ..widgets.monitor import TrainingMonitor
 from ._callback_core import MonitorFeed, numbers
+from ._device import keras_model_device, note_device
 
 _OWNER = "GpuWidgetsCallback (Keras)"
 _INNER = "__gpu_widgets_inner__"  # our wrapper of train_function keeps the original here
@@ -82,6 +85,7 @@ class GpuWidgetsCallback(keras.callbacks.Callback):
         self._epoch_start = 0  # the step before this epoch's first
         self._samples: int | None = None  # of the current step, when the data told
         self._batch_keys: set[str] = set()
+        self._device_known = False  # the weights' device was told to the monitor
 
     @property
     def monitor(self) -> TrainingMonitor:
@@ -103,7 +107,16 @@ class GpuWidgetsCallback(keras.callbacks.Callback):
         self._feed.begin(epochs * steps if epochs and steps else None)
         self._step = self._epoch_start = 0
         self._batch_keys = set()
+        self._device_known = False
+        self._note_device()
         self._wrap(True)
+
+    def _note_device(self) -> None:
+        # Keras logs floats, not tensors: where the weights are tells "training runs on the CPU".
+        device = keras_model_device(getattr(self, "model", None))
+        if device is not None:
+            note_device(self.monitor, device)
+            self._device_known = True
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         if self._feed.active:
@@ -119,6 +132,8 @@ class GpuWidgetsCallback(keras.callbacks.Callback):
         if not self._feed.active:
             return
         self._step = self._epoch_start + batch + 1  # ``batch`` is the last of the steps run
+        if not self._device_known:  # a model built by its first step
+            self._note_device()
         self._feed.batch_ended(samples=self._samples)
         values = numbers(logs or {})
         self._batch_keys.update(values)

@@ -8,6 +8,8 @@ What it records, on the main process only (global rank 0: ``args.process_index =
   ``compute_metrics`` results... at ``state.global_step``. Left out: ``epoch`` (shown in the
   header instead), evaluation timings (``eval_runtime``, ``eval_samples_per_second``...) and the
   closing summary (``train_runtime``...), none of them a curve worth a chart;
+* the device of the model's weights (``model.parameters()``, else ``args.device``): the
+  Trainer logs floats, and this is what says "Training runs on the CPU" when the GPUs idle;
 * the epoch (of ``num_train_epochs``), the total (``state.max_steps``) and the samples of each
   optimizer step, counted from the inputs that reach the model's ``forward`` while it trains (so
   a last, smaller batch counts as it is).
@@ -30,6 +32,7 @@ except ImportError:
 from ..widgets.batches import batch_size_of
 from ..widgets.monitor import TrainingMonitor
 from ._callback_core import MonitorFeed, numbers
+from ._device import note_device, torch_model_device
 
 _OWNER = "GpuWidgetsCallback (transformers)"
 _NOT_CURVES = ("_runtime", "_samples_per_second", "_steps_per_second")
@@ -75,6 +78,9 @@ class GpuWidgetsCallback(TrainerCallback):
             return
         self._feed.begin(state.max_steps if state.max_steps and state.max_steps > 0 else None)
         self._samples = 0
+        # The Trainer logs floats, not tensors: where the model is tells "training runs on the CPU".
+        device = torch_model_device(model) if model is not None else None
+        note_device(self.monitor, device or getattr(getattr(args, "device", None), "type", None))
         if model is not None and hasattr(model, "register_forward_pre_hook"):
             self._hook = model.register_forward_pre_hook(self._count, with_kwargs=True)
 

@@ -99,6 +99,8 @@ class MonitorText:
     steps_per_s: float | None = None
     samples_per_s: float | None = None
     energy_j: float | None = None
+    energy_text: str | None = None  # shown instead of energy_j when the run has no figure (run_energy)
+    energy_why: str | None = None
     latest: Mapping[str, Any] = field(default_factory=dict)
     nonfinite: Mapping[str, tuple[float, float, int]] = field(default_factory=dict)  # key -> (step, value, count)
     backend: str | None = None
@@ -151,6 +153,8 @@ def progress_html(t: MonitorText) -> str:
         progress.append(stat("ETA", units.duration(left)))
     if t.energy_j is not None:
         progress.append(stat("energy", units.energy(t.energy_j)))
+    elif t.energy_text:
+        progress.append(stat("energy", t.energy_text, t.energy_why or ""))
     # Spaces between the flex items: nothing on screen, but copied text and screen readers get words.
     return f'<div class="gpuw-row">{" ".join(progress)}</div>' if progress else ""
 

@@ -15,6 +15,7 @@ from .batches import SampleCounter
 from .data_wait import diagnose, recent_busy
 from .header import MonitorText, render_monitor
 from .monitor_charts import MonitorCharts
+from .run_energy import run_energy
 from .run_gpus import RunGpus
 from .run_state import RunState, State
 from .small_kernels import small_kernels
@@ -72,7 +73,6 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
     latest = records.latest()
     window = RATE_WINDOW_S if running else None
     steps_per_s = records.rate(window)
-    energies = [d.energy_j for d in devices if d.energy_j is not None]
     trace = gpus.trace
     backend_status, backend_reason = gpus.freshness(running)
     detail = run.detail()
@@ -102,13 +102,14 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
     ours = not summary and (bool(torch and torch.cuda_initialized) or bool(records.tensor_devices - {"cpu"})
                             or isinstance(gpus.choice, frozenset))
     diagnosis = diagnose(share, recent_busy(devices) if ours else None)
+    energy = run_energy(devices, gpus.uses_no_gpu(records.tensor_devices))
     alerts = gpus.alerts
     return render_monitor(MonitorText(
         title=title, status=run.state, status_detail=None if detail is None else detail[:400],
         steps_done=steps_done(records), rows=records.size, total_steps=progress.total_steps,
         epoch=epoch_text(progress, latest), elapsed_s=run.elapsed(), steps_per_s=steps_per_s,
         samples_per_s=samples_rate(counter, window, steps_per_s, progress.batch_size),
-        energy_j=sum(energies) if energies else None,
+        energy_j=energy.joules, energy_text=energy.text, energy_why=energy.why,
         latest=latest, nonfinite=charts.nonfinite(records), backend=trace.backend,
         backend_status=backend_status, backend_reason=backend_reason, config_error=gpus.config_error,
         devices=devices, torch=gpus.torch, errors=run.errors, summary=summary, advice=advice,

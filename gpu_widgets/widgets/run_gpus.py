@@ -13,7 +13,7 @@ from . import leases, run_state
 from .background import Resources
 from .gpu_summary import summarised
 from .monitor_alerts import MonitorAlerts
-from .process_gpus import Choice, watched
+from .process_gpus import AUTO, Choice, watched
 from .torch_probe import TorchState, probe, torch_fields
 
 
@@ -82,6 +82,17 @@ class RunGpus:
         """Many GPUs shown only because this process uses none (``gpus="auto"``): the charts and
         the header show them as one summary (gpu_summary). A loaded run shows what it recorded."""
         return not self.readonly and summarised(self.choice, self.trace.last_snapshot, self.torch)
+
+    def uses_no_gpu(self, tensor_devices: set[str]) -> bool:
+        """The GPUs shown are the machine's, none of them this run's: ``gpus="auto"`` fell back to
+        all, no tensor reached a GPU, and PyTorch never started CUDA (or, without PyTorch, the
+        summary already says this process uses none). A loaded run cannot tell: False."""
+        snap = self.trace.last_snapshot
+        if self.readonly or self.choice != AUTO or snap is None or self.watched(snap) is not None:
+            return False
+        if tensor_devices - {"cpu"}:
+            return False
+        return self.summarised() or (self.torch is not None and not self.torch.cuda_initialized)
 
     def freshness(self, running: bool) -> tuple[str | None, str | None]:
         """The backend's status and reason for the header ("stale" when the sampler is stuck)."""

@@ -36,6 +36,19 @@ export function cudaVisibleDevices(indices: readonly number[]): string {
   return `CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=${indices.join(',')}`;
 }
 
+/**
+ * The button's words: what it copies ("Copy CUDA_VISIBLE_DEVICES=1,6"), never a bare list of
+ * indices in brackets, which reads as a count. The button has a fixed width (CSS) and cuts a
+ * long list with an ellipsis, so the header does not move when the free GPUs change; the title
+ * holds the full text.
+ */
+export function copyLabel(free: readonly number[], copied: boolean): string {
+  if (copied) {
+    return 'Copied';
+  }
+  return free.length ? `Copy CUDA_VISIBLE_DEVICES=${free.join(',')}` : 'No free GPU';
+}
+
 /** The header's button; "copied" for a moment after a click. */
 export function CopyFreeGpus(props: { gpus: readonly IGpu[]; copy: (text: string) => void }): JSX.Element {
   const free = freeGpuIndices(props.gpus);
@@ -56,13 +69,13 @@ export function CopyFreeGpus(props: { gpus: readonly IGpu[]; copy: (text: string
       className="jp-GpuWidgets-copyFree jp-mod-styled"
       disabled={!free.length}
       title={title}
-      aria-label={free.length ? `Copy CUDA_VISIBLE_DEVICES=${free.join(',')}` : 'No free GPU to copy'}
+      aria-label={free.length ? copyLabel(free, false) : 'No free GPU to copy'}
       onClick={() => {
         props.copy(text);
         setCopied(text);
       }}
     >
-      {copied ? 'Copied' : free.length ? `Copy free GPUs (${free.join(',')})` : 'No free GPU'}
+      {copyLabel(free, copied !== null)}
     </button>
   );
 }
