@@ -65,6 +65,9 @@ LOW_CONTRAST_JS = """(panel, minRatio) => {
 # Count the drawn chart lines: bqplot draws each Lines mark as an SVG path with class "line".
 DRAWN_LINES_JS = """() => [...document.querySelectorAll('.bqplot path.line')]
     .filter(p => (p.getAttribute('d') || '').split(/[ML]/).length > 3).length"""
+# Finished widgets' outputs: their pictures (final_output), loaded and laid out.
+PICTURES_JS = """() => [...document.querySelectorAll('.jp-OutputArea-output img.gpuw-png')]
+  .filter(img => img.complete && img.naturalWidth > 100 && img.getBoundingClientRect().width > 100).length"""
 # Code cells, and those that ran (prompt "[n]:"); the same markup in JupyterLab and Notebook 7.
 PROMPTS_JS = """() => {
   const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim());

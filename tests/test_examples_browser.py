@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .browser_fixtures import DRAWN_LINES_JS, open_notebook, run_all_cells
+from .browser_fixtures import DRAWN_LINES_JS, PICTURES_JS, open_notebook, run_all_cells
 from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
 from .lab_server import LabServer
 
@@ -41,40 +41,46 @@ def run_all(page: Any, lab: LabServer, name: str, timeout_s: float = 120) -> dic
     return run_all_cells(page, name, timeout_s)
 
 
-def check(page: Any, name: str, min_lines: int, texts: list[str]) -> None:
+def check(page: Any, name: str, min_lines: int, pictures: int, texts: list[str]) -> None:
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
     assert errors.count() == 0, errors.first.inner_text()
     deadline = time.monotonic() + 20
     while page.evaluate(DRAWN_LINES_JS) < min_lines and time.monotonic() < deadline:
         time.sleep(0.5)
     assert page.evaluate(DRAWN_LINES_JS) >= min_lines
+    # A finished monitor or a stopped dashboard is its picture now (a saved notebook reopens so).
+    while page.evaluate(PICTURES_JS) < pictures and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert page.evaluate(PICTURES_JS) >= pictures
     body = page.locator(".jp-Notebook").inner_text()
     for text in texts:
         assert text in body, f"{name}: {text!r} not shown"
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    widget = page.locator(".jp-OutputArea-output .widget-vbox").first
+    widget = page.locator(".jp-OutputArea-output .widget-vbox, .jp-OutputArea-output .gpuw-static").first
     widget.scroll_into_view_if_needed()
     widget.screenshot(path=str(SCREENSHOTS / f"example-{Path(name).stem}.png"))
 
 
 @pytest.mark.parametrize(
-    ("name", "min_lines", "texts"),
+    ("name", "min_lines", "pictures", "texts"),
     [
-        # loss, lr, val_loss + per GPU: busy, used, temperature, power; the dashboard's 4 x 2 GPUs
-        ("quickstart.ipynb", 11, ["SIMULATED GPUs", "finished", "saved to"]),
-        ("train_torch.ipynb", 11, ["SIMULATED GPUs", "epoch 40/40", "validation accuracy after the last epoch"]),
-        ("gpuwatch_magic.ipynb", 8, ["SIMULATED GPUs", "%%gpuwatch: cell ran", "live dashboard stopped"]),
+        # Pictures of the finished monitor, the loaded run and the stopped dashboard (live lines:
+        # tests/test_reopen_browser.py)
+        ("quickstart.ipynb", 0, 3, ["SIMULATED GPUs", "finished", "saved to"]),
+        ("train_torch.ipynb", 0, 1, ["SIMULATED GPUs", "epoch 40/40", "validation accuracy after the last epoch"]),
+        # the %%gpuwatch cell's charts and the stopped %gpuwatch dashboard
+        ("gpuwatch_magic.ipynb", 0, 2, ["SIMULATED GPUs", "%%gpuwatch: cell ran", "live dashboard stopped"]),
     ],
 )
 def test_example_runs_in_jupyterlab_and_draws_its_charts(browser: Any, lab: LabServer, name: str,
-                                                        min_lines: int, texts: list[str]) -> None:
+                                                        min_lines: int, pictures: int, texts: list[str]) -> None:
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     console: list[str] = []
     page.on("console", lambda msg: console.append(f"[{msg.type}] {msg.text}"))
     try:
         run_all(page, lab, name)
-        check(page, name, min_lines, texts)
+        check(page, name, min_lines, pictures, texts)
         widget_errors = [c for c in console if c.startswith("[error]") and ("widget" in c.lower() or "bqplot" in c)]
         assert not widget_errors, widget_errors
     finally:

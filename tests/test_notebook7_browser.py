@@ -1,6 +1,6 @@
 """The widgets in Notebook 7 (`jupyter notebook`), not only in JupyterLab: the quick-start example
-runs there in a real browser and draws its bqplot charts, and the sidebar's plugin does not break
-the page (Notebook 7 loads the same prebuilt labextensions)."""
+runs there in a real browser and shows its charts (finished widgets as their pictures), and the
+sidebar's plugin does not break the page (Notebook 7 loads the same prebuilt labextensions)."""
 from __future__ import annotations
 
 import shutil
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .browser_fixtures import DRAWN_LINES_JS, PROMPTS_JS
+from .browser_fixtures import PICTURES_JS, PROMPTS_JS
 from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
 from .lab_server import LabServer
 
@@ -59,10 +59,10 @@ def test_quickstart_runs_in_notebook_7_and_draws_its_charts(browser: Any, notebo
         errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
         assert errors.count() == 0, errors.first.inner_text()
         deadline = time.monotonic() + 30
-        while page.evaluate(DRAWN_LINES_JS) < 11 and time.monotonic() < deadline:
+        while page.evaluate(PICTURES_JS) < 3 and time.monotonic() < deadline:
             time.sleep(0.5)
-        # loss, lr, val_loss + per simulated GPU: busy, used, temperature, power; then the dashboard
-        assert page.evaluate(DRAWN_LINES_JS) >= 11
+        # The finished monitor, the loaded run and the stopped dashboard: each its picture
+        assert page.evaluate(PICTURES_JS) >= 3
         body = page.locator(".jp-Notebook").inner_text()
         for text in ("SIMULATED GPUs", "finished", "saved to"):
             assert text in body, f"{text!r} not shown in Notebook 7"
@@ -71,7 +71,7 @@ def test_quickstart_runs_in_notebook_7_and_draws_its_charts(browser: Any, notebo
         plugin_errors = [c for c in console if c.startswith("[error]") and "gpu-widgets" in c]
         assert not plugin_errors, plugin_errors
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        widget = page.locator(".jp-OutputArea-output .widget-vbox").first
+        widget = page.locator(".jp-OutputArea-output .gpuw-static").first
         widget.scroll_into_view_if_needed()
         widget.screenshot(path=str(SCREENSHOTS / "notebook7-quickstart.png"))
     finally:

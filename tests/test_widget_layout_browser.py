@@ -44,7 +44,8 @@ CELLS = [
 os.environ["GPU_WIDGETS_SIMULATED_GPUS"] = "{gpus}"  # before the first widget samples""",
     """import math, time
 from gpu_widgets import GpuDashboard, TrainingMonitor
-mon = TrainingMonitor("layout check", total_steps=150, gpus="all")
+# static_image=False: the widgets stay widgets when they stop, to be measured (not their pictures)
+mon = TrainingMonitor("layout check", total_steps=150, gpus="all", static_image=False)
 with mon:
     for step in range(150):
         loss = 2.0 * math.exp(-step / 40) + 0.05
@@ -52,7 +53,7 @@ with mon:
         if step % 30 == 29:
             mon.log(step=mon.step, val_loss=1.1 * loss)
         time.sleep(0.02)""",
-    "dash = GpuDashboard(window_s=60, gpus=\"all\")",
+    "dash = GpuDashboard(window_s=60, gpus=\"all\", static_image=False)",
     "time.sleep(3)\ndash.stop()",
 ]
 

@@ -4,7 +4,8 @@ Reads the sampler's bounded history, never the GPUs themselves. A timer thread (
 second, the sampler's pace) redraws one chart per dashboard metric of the catalogue
 (``shown_in(DASHBOARD)``: busy %, memory in GiB, temperature and power today), one line per GPU
 against seconds before now, titled, scaled and ranged as the catalogue says. The thread stops with
-``stop()``/``close()`` or when nothing references the dashboard any more.
+``stop()``/``close()`` or when nothing references the dashboard any more. A stopped dashboard's
+output becomes its last frame as a picture (final_output): a saved notebook reopens showing it.
 """
 from __future__ import annotations
 
@@ -26,10 +27,13 @@ from . import leases
 from .cell_hooks import in_kernel
 from .gpu_summary import across, summarised
 from .dashboard_regions import Regions
+from .final_output import static_bundle
 from .header import render_dashboard
 from .process_gpus import check_choice, watched
+from .static_image import CachedPng
 from .torch_probe import probe
 from .view import ChartsView, LineData, color
+from .view_png import render_view_png
 
 MAX_WINDOW_S = 3600.0
 
@@ -95,12 +99,14 @@ class GpuDashboard:
     """Live charts of the GPUs over the last ``window_s`` seconds.
 
     ``gpus``: ``"auto"`` (the GPUs this process uses: PyTorch's, else CUDA_VISIBLE_DEVICES, else
-    all), ``"all"``, or NVML indices such as ``[0, 1]``.
+    all), ``"all"``, or NVML indices such as ``[0, 1]``. ``static_image``: once stopped, the
+    displayed output becomes a PNG of the last frame under the header's text, without the widget
+    (default True; needs matplotlib): a saved notebook reopens showing it.
     """
 
     def __init__(self, *, window_s: float = 300.0, gpus: Any = "auto", refresh_s: float = 1.0,
                  max_points: int = 600, display: bool = True, start: bool = True,
-                 sampler: Sampler | None = None) -> None:
+                 sampler: Sampler | None = None, static_image: bool = True) -> None:
         if isinstance(window_s, bool) or not isinstance(window_s, (int, float)) or not 10 <= window_s <= MAX_WINDOW_S:
             raise ValueError(f"window_s must be a number of seconds from 10 to {MAX_WINDOW_S:g}, got {window_s!r}")
         if isinstance(refresh_s, bool) or not isinstance(refresh_s, (int, float)) or not 0.25 <= refresh_s <= 60:
@@ -120,6 +126,11 @@ class GpuDashboard:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.errors: list[str] = []
+        self.static_image = bool(static_image)
+        self._png = CachedPng()
+        self._frames = 0  # redraws so far: the picture is drawn again only after one
+        self._output: Any = None  # the display handle, when displayed by display=True
+        self._output_static = False  # that output shows the picture now
         # The time axis spans the samples shown until they fill the window (no blank axis at first).
         self._view = ChartsView(render_dashboard(None, None, self.window_s, False), time_window=self.window_s)
         # Read once: a dashboard keeps the charts it was made with.
@@ -134,7 +145,7 @@ class GpuDashboard:
         if display and in_kernel():
             from IPython.display import display as show
 
-            show(self)
+            self._output = show(self, display_id=True)  # updated in place by stop() and start()
 
     @property
     def widget(self) -> Any:
@@ -160,6 +171,7 @@ class GpuDashboard:
                                         name="gpu-widgets-dashboard", daemon=True)
         self._thread.start()
         self.refresh()
+        self._update_output()  # restarted: the live widget again
         return self
 
     def stop(self) -> None:
@@ -169,6 +181,7 @@ class GpuDashboard:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5.0)
         self.refresh()
+        self._update_output()
 
     def close(self) -> None:
         """Stop and remove the widgets."""
@@ -179,8 +192,21 @@ class GpuDashboard:
         try:
             fn()
         except Exception as exc:  # shown, never raised into the notebook
-            self.errors.append(f"{type(exc).__name__}: {exc}")
-            del self.errors[:-20]
+            self._problem(f"{type(exc).__name__}: {exc}")
+
+    def _problem(self, message: str) -> None:
+        self.errors.append(message)
+        del self.errors[:-20]
+
+    def _update_output(self) -> None:
+        """Show the widget while live, the picture once stopped, in the output display=True made."""
+        if self._output is None or self._static() == self._output_static:
+            return
+        try:
+            self._output.update(self)
+            self._output_static = self._static()
+        except Exception as exc:
+            self._problem(f"updating the output: {type(exc).__name__}: {exc}")
 
     def refresh(self) -> None:
         """Redraw from the sampler's history now."""
@@ -237,8 +263,15 @@ class GpuDashboard:
         if self.errors:
             html += f'<div class="gpuw-error">dashboard problem: {escape(self.errors[-1])}</div>'
         self._view.update(html, lines)
+        self._frames += 1
+
+    def _static(self) -> bool:
+        return self.static_image and not self.running
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        png = self._png.get(self._frames, lambda: render_view_png(self._view), self._problem) if self._static() else None
+        if png is not None:  # stopped: the last frame and the header, no widget (final_output)
+            return static_bundle(self._view.header.value, png, repr(self), "GPU dashboard: last frame of the charts")
         bundle = self._view.widget._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = repr(self)
         return bundle

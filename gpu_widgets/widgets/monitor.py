@@ -62,8 +62,8 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
       the run log, and ``gpu_rows()`` and ``save()`` read them back from it; so memory stays
       bounded on long runs. None keeps them all; without a run log all are kept.
     * ``display``: show the widget now (default True, in a notebook).
-    * ``static_image``: when the run stops, add a PNG of the charts to the displayed output, for
-      notebooks viewed where widgets do not render (default True; needs matplotlib).
+    * ``static_image``: when the run stops, its displayed output becomes a PNG of the charts under
+      the header, without the widget: a saved notebook reopens showing it (default True; matplotlib).
     * ``sampler``: a :class:`gpu_widgets.sampling.sampler.Sampler` to read instead of the shared one;
       it is yours to start and stop.
     * ``saved_run``: a :class:`gpu_widgets.runs.saved_run.SavedRun` to show read-only, with no

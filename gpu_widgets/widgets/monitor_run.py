@@ -9,7 +9,6 @@ a GpuTrace), its run log (run_recording), its charts (monitor_charts) in a Chart
 from __future__ import annotations
 
 import atexit
-import base64
 import sys
 import threading
 import time
@@ -27,6 +26,7 @@ from . import cell_hooks, run_state
 from .background import Resources, timer_loop
 from .batches import SampleCounter, batch_size_of, device_of
 from .drawable import short_title
+from .final_output import static_bundle
 from .monitor_charts import MonitorCharts, PlotSpec, gpu_charts
 from .monitor_header import Progress, header_html
 from .process_gpus import Choice
@@ -67,6 +67,7 @@ class MonitorRun:
         self.draw_due = 0.0
         self.cell_rows = -1
         self.display_handle: Any = None
+        self.final_shown = False  # show_final() ran: a followed run is over too (live())
         # Nobody sees the charts until the widget is displayed (never, in a script): until then a
         # tick only records; the first display draws what is there (_repr_mimebundle_), and the
         # run's end draws once, for a display after it.
@@ -100,6 +101,9 @@ class MonitorRun:
         res.thread.start()
         self.cell_rows = -1  # started in this cell: the cell's outcome is this run's
         cell_hooks.watch(self)
+        if self.final_shown:  # resumed: the output shows the picture; the live widget again
+            self.final_shown = False
+            self.update_output()
 
     def ensure_running(self) -> None:
         with self.log_lock:
@@ -212,16 +216,23 @@ class MonitorRun:
                     self.run.guard("drawing", self.draw, self.records.size)
                 finally:
                     self.tick_lock.release()
-        bundle = self.view.widget._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = repr(self)
-        if self.run.state != State.RUNNING and self.static_image:
-            # Where widgets do not render (GitHub, nbviewer, an untrusted notebook), the picture does.
+        if not self.live() and self.static_image:
+            # A stopped run is its picture and header, no widget: a saved notebook reopens as
+            # what it showed, not as "model not found" (final_output).
             key = (self.run.state, self.records.size, len(self.trace))
             has_data = self.records.size or len(self.trace)
             png = self.png.get(key, self.render_png if has_data else None, self.run.problem)
             if png is not None:
-                bundle["image/png"] = base64.b64encode(png).decode("ascii")
+                return static_bundle(self.view.header.value, png, repr(self), f"{short_title(self.title)}: charts")
+        bundle = self.view.widget._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = repr(self)
         return bundle
+
+    def live(self) -> bool:
+        """Still changing (running, or a followed run not over): its output is the widget."""
+        if self.run.state is State.RUNNING:
+            return True
+        return getattr(self, "follower", None) is not None and not self.final_shown
 
     def __repr__(self) -> str:
         step = self.records.last_step
@@ -229,7 +240,12 @@ class MonitorRun:
         return f"<TrainingMonitor {short_title(self.title)!r}: {self.run.state}, {steps}, keys {list(self.records.keys)}>"
 
     def show_final(self) -> None:
-        """Replace the displayed output: the same live widget, now with its static picture."""
+        """Replace the displayed output by the run's picture and header (the run stopped)."""
+        self.final_shown = True
+        self.update_output()
+
+    def update_output(self) -> None:
+        """Re-render the displayed output in place (nothing when never displayed)."""
         if self.display_handle is not None and self.static_image:
             self.run.guard("updating the output", self.display_handle.update, self)
 

@@ -37,7 +37,7 @@ def _last(ys: Sequence[float]) -> float | None:
     return next((float(v) for v in reversed(ys) if v == v), None)
 
 
-def _head(ax: Any, title: str) -> None:
+def card_head(ax: Any, title: str) -> None:
     """The widget's card head: the title, small and muted, over a legend row with the latest
     values, both above the plot (never a legend box over the data)."""
     labels = ax.get_legend_handles_labels()[1]
@@ -116,7 +116,7 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
             label = f"{short_title(key, LEGEND_CHARS)} {value_text(_last(py), '', None)}"  # the exact value; the line clipped
             ax.plot(px, clipped(py), color=color(i), label=label, linewidth=1.2)
         ax.set_xlabel(x_label, fontsize=8)
-        _head(ax, chart)
+        card_head(ax, chart)
     for ax, panel in zip(axes[len(charts):], gpu_panels):
         if panel is None:
             _wait_chart(ax, waits)  # type: ignore[arg-type]
@@ -144,7 +144,7 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
         if m.y_min is not None or top is not None:
             ax.set_ylim(bottom=m.y_min, top=None if top is None else max(top, highest))
         ax.set_xlabel("seconds since start", fontsize=8)
-        _head(ax, panel.title)
+        card_head(ax, panel.title)
     for ax in axes:
         ax.tick_params(labelsize=7, colors="#616161")
         ax.grid(alpha=0.3)
@@ -160,7 +160,7 @@ def _wait_chart(ax: Any, points: Points) -> None:
     ax.plot(xs, ys, color=WAIT_COLOR, linewidth=1.2, label=f"{WAIT_LINE} {value_text(_last(ys), '%', 0)}")
     ax.set_ylim(bottom=0.0, top=100.0)
     ax.set_xlabel("seconds since start", fontsize=8)
-    _head(ax, WAIT_TITLE)
+    card_head(ax, WAIT_TITLE)
 
 
 def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
