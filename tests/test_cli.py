@@ -232,3 +232,27 @@ def test_a_hung_nvml_call_is_reported_stale_not_waited_for(fake_driver):
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
+
+
+def _subcommands() -> list[str]:
+    from gpu_widgets.cli import _subparsers, build_parser
+
+    names = sorted(_subparsers(build_parser()))
+    assert {"snapshot", "info", "probe", "runs", "exporter"} <= set(names)
+    return names
+
+
+@pytest.mark.parametrize("command", _subcommands())
+def test_a_bad_flag_on_a_subcommand_shows_that_subcommands_usage(command):
+    out = run_cli(command, "--bogus", "-x")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith(f"usage: gpu-widgets {command} [-h]"), out.stderr
+    errors = [line for line in out.stderr.splitlines() if "error:" in line]
+    assert errors == [f"gpu-widgets {command}: error: unrecognized arguments: --bogus -x"], out.stderr
+
+
+def test_a_bad_flag_before_any_subcommand_shows_the_top_level_usage():
+    out = run_cli("--bogus")
+    assert out.returncode == 2
+    assert out.stderr.startswith("usage: gpu-widgets [-h]") and out.stderr.splitlines()[-1] == (
+        "gpu-widgets: error: unrecognized arguments: --bogus")

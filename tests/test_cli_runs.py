@@ -99,3 +99,31 @@ def test_bad_arguments_exit_2_with_a_clear_message(tmp_path):
     empty = run_cli("runs", "--dir", str(tmp_path))
     assert empty.returncode == 0 and empty.stdout.strip() == f"No runs in {tmp_path}"
     assert run_cli("runs", "--json", "--dir", str(tmp_path)).stdout.strip() == "[]"
+
+
+def test_a_missing_run_dir_is_the_same_error_from_the_variable_as_from_dir(tmp_path):
+    missing, a_file = tmp_path / "nope", tmp_path / "file"
+    a_file.write_text("not a directory")
+    env = {k: v for k, v in os.environ.items() if k != "GPU_WIDGETS_RUN_DIR"}
+    for source, path, what in [("--dir", missing, "does not exist"), ("$GPU_WIDGETS_RUN_DIR", missing, "does not exist"),
+                               ("--dir", a_file, "is not a directory"),
+                               ("$GPU_WIDGETS_RUN_DIR", a_file, "is not a directory")]:
+        for json_flag in ([], ["--json"]):
+            if source == "--dir":
+                out = run_cli("runs", *json_flag, "--dir", str(path), env=env)
+            else:
+                out = run_cli("runs", *json_flag, env={**env, "GPU_WIDGETS_RUN_DIR": str(path)})
+            assert (out.returncode, out.stdout) == (2, ""), (source, out)
+            assert out.stderr.strip() == f"gpu-widgets runs: error: {source} '{path}' {what}", out.stderr
+    # --dir wins over the variable, as its help says
+    good = run_cli("runs", "--dir", str(tmp_path), env={**env, "GPU_WIDGETS_RUN_DIR": str(missing)})
+    assert good.returncode == 0 and good.stdout.strip() == f"No runs in {tmp_path}"
+
+
+def test_a_new_user_without_the_default_run_dir_yet_has_no_runs(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "GPU_WIDGETS_RUN_DIR"}
+    env.update(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"))
+    out = run_cli("runs", env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("No runs in ") and str(tmp_path) in out.stdout
+    assert not (tmp_path / "data" / "gpu-widgets").exists()  # listing creates nothing

@@ -216,3 +216,31 @@ def test_auto_never_falls_back_to_simulated():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("none no_gpu ") and "libnvidia-ml.so.1" in out
+
+
+@pytest.mark.parametrize("n_gpus,seed", [(2, 0), (8, 0), (8, 11)])
+def test_simulated_gpus_raise_no_alert_unless_a_fault_is_scripted(n_gpus, seed):
+    # A first look at the demo must not be covered by made-up alerts: two whole cycles of every
+    # kind of simulated GPU (their load and memory repeat every 8 GPUs) through the server's rules
+    # at their default thresholds raise nothing.
+    from gpu_widgets.alerts.engine import AlertEngine
+
+    quiet, scripted = AlertEngine(), AlertEngine()
+    plain = sim(n_gpus=n_gpus, seed=seed)
+    faulty = sim(n_gpus=n_gpus, seed=seed, faults=parse_faults("lost:1@30-40"))
+    for i in range(2 * 480):
+        quiet.on_sample(take(plain, T0 + i * 0.5))
+        if i < 120:
+            scripted.on_sample(take(faulty, T0 + i * 0.5))
+    assert quiet.evaluations == 960 and quiet.episodes() == []
+    # Asked for, a fault does raise its alert: the rules ran on these samples.
+    assert [(e["kind"], e["gpu"]) for e in scripted.episodes()] == [("lost", 1)]
+
+
+def test_simulated_memory_stays_well_under_the_memory_alert_and_keeps_room_on_gpus_0_and_1():
+    b = sim(n_gpus=8)
+    for s in range(0, 240):
+        for d in b.read_fast(T0 + s):
+            assert d["memory_used_bytes"] <= 0.6 * d["memory_total_bytes"], (s, d["index"])
+            if d["index"] < 2:
+                assert d["memory_free_bytes"] >= 40 * (1 << 30), (s, d["index"])

@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if args.command is None:
         parser.print_help()
         return 0
@@ -83,6 +83,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     finally:
         backend.close()
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    # argparse reports a subcommand's unknown flags through the top-level parser, whose usage does
+    # not mention the subcommand's flags: report them through the subcommand's own parser instead.
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        owner = _subparsers(parser).get(args.command, parser) if args.command else parser
+        owner.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # argparse keeps the subcommand table only there
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def _probe() -> int:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -45,10 +46,10 @@ def add_parser(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    root = args.dir.expanduser() if args.dir is not None else default_root()
-    if args.dir is not None and not root.is_dir():
+    root, source = _root(args.dir)
+    if source and not root.is_dir():
         what = "is not a directory" if root.exists() else "does not exist"
-        raise UsageError(f"--dir {str(root)!r} {what}")
+        raise UsageError(f"{source} {str(root)!r} {what}")
     try:
         runs = list_runs(root) if root.is_dir() else []
     except OSError as exc:
@@ -67,6 +68,15 @@ def main(args: argparse.Namespace) -> int:
     if len(shown) < len(runs):
         print(f"({len(runs) - len(shown)} older runs not shown: --all shows them)")
     return 0
+
+
+def _root(given: Path | None) -> tuple[Path, str]:
+    """The run-log directory and who named it ("" for the default, which a new user may not have yet:
+    that is "No runs"; a directory the user named that is missing is a typo worth an error)."""
+    if given is not None:
+        return given.expanduser(), "--dir"
+    source = f"${ENV_DIR}" if os.environ.get(ENV_DIR, "").strip() else ""
+    return default_root(), source
 
 
 def render(runs: list[RunInfo]) -> str:
