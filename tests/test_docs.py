@@ -88,3 +88,37 @@ def test_the_readmes_pick_gpus_example_fits_the_simulated_gpus_at_every_moment()
         devices = backend.read_fast(1_800_000_000.0 + i * STEP_S)
         fitting = [d for d in devices if d["memory_free_bytes"] >= gib * (1 << 30)]
         assert len(fitting) >= wanted, (i * STEP_S, [d["memory_free_bytes"] / (1 << 30) for d in devices])
+
+
+def _named_tests(text: str) -> list[tuple[str, str]]:
+    """(file, test) for each `test_x.py::test_y` in a document; a bare `::test_y` belongs to the file named
+    last before it, as the tables write it."""
+    import re
+    named, last = [], None
+    for m in re.finditer(r"(test_\w+\.py)?::(test_\w+)|(test_\w+\.py)", text):
+        if m.group(3):
+            last = m.group(3)
+            continue
+        last = m.group(1) or last
+        if last is not None:
+            named.append((last, m.group(2)))
+    return named
+
+
+def test_every_test_a_document_cites_exists():
+    # A guarantee is only as good as the test it names: a renamed or deleted test must not leave a
+    # citation behind in the docs.
+    import ast
+    defined: dict[str, set[str]] = {}
+    for path in (ROOT / "tests").glob("test_*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined[path.name] = {n.name for n in ast.walk(tree)
+                              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    missing = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for file, test in _named_tests(doc.read_text(encoding="utf-8")):
+            if file not in defined:
+                missing.append(f"{doc.name}: {file} (no such test file)")
+            elif test not in defined[file]:
+                missing.append(f"{doc.name}: {file}::{test}")
+    assert not missing, "documents cite tests that do not exist:\n" + "\n".join(sorted(set(missing)))
