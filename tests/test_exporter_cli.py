@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 
+import psutil
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
@@ -127,3 +128,38 @@ def test_a_port_in_use_exits_2_naming_it():
         done = run_cli("exporter", "--host", "127.0.0.1", "--port", str(port), env=simulated_env())
     assert done.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "in use" in done.stderr
+
+
+IDLE_CONNECTIONS = 50
+IDLE_TIMEOUT_S = 1.0
+CLOSE_DEADLINE_S = 20  # wide: the exporter closes them after IDLE_TIMEOUT_S
+
+
+def test_idle_connections_cost_no_thread_and_are_closed_after_the_timeout(exporter):
+    e = exporter("--idle-timeout-s", str(IDLE_TIMEOUT_S))
+    e.families()
+    port = int(e.url.rsplit(":", 1)[1])
+    before = psutil.Process(e.proc.pid).num_threads()
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=CLOSE_DEADLINE_S) for _ in range(IDLE_CONNECTIONS)]
+    # One sends half a request and stops (slow headers are idle too).
+    idle[0].sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+    try:
+        # While they are all open a scrape is still answered, and no thread was started for them.
+        assert "gpu_widgets_up" in e.families()
+        assert psutil.Process(e.proc.pid).num_threads() <= before + 2
+        deadline = time.monotonic() + CLOSE_DEADLINE_S
+        for sock in idle:
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            assert sock.recv(1) == b"", "an idle connection was answered instead of closed"
+        assert time.monotonic() < deadline
+    finally:
+        for sock in idle:
+            sock.close()
+    assert e.stop() == 0
+    assert e.proc.stderr.read() == ""
+
+
+def test_a_bad_idle_timeout_exits_2():
+    for value in ("0", "-1", "nan", "soon", "7200"):
+        done = run_cli("exporter", "--port", "0", "--idle-timeout-s", value, env=simulated_env())
+        assert done.returncode == 2 and "--idle-timeout-s" in done.stderr, (value, done.stderr)

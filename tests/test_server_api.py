@@ -194,8 +194,9 @@ async def test_repeated_parameter_is_400(jp_fetch):
     assert "since: given more than once" in json.loads(info.value.response.body)["message"]
 
 
-# samples/latest takes `gpm` (tests/test_gpm.py checks its message)
-@pytest.mark.parametrize("path", ["status", "devices", "processes", "metrics", "openapi.json"])
+# samples/latest takes `gpm` (tests/test_gpm.py checks its message), processes its paging
+# (tests/test_big_machine.py)
+@pytest.mark.parametrize("path", ["status", "devices", "metrics", "openapi.json"])
 async def test_parameters_on_routes_without_any_are_400(jp_fetch, path):
     with pytest.raises(HTTPClientError) as info:
         await jp_fetch(*PREFIX, *path.split("/"), params={"verbose": "1"})

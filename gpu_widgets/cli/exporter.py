@@ -1,23 +1,34 @@
 """`gpu-widgets exporter`: the server's Prometheus exposition from a process of its own, for nodes
 without Jupyter. One sampler; ``/metrics`` renders what it holds, like the server's endpoint, and
 never calls the driver. SIGTERM and Ctrl-C stop it cleanly (exit 0, sampler stopped, NVML closed).
+
+Served by tornado on one event-loop thread, renders on one worker thread: open connections cost
+no thread (300 idle sockets used to hold 300 threads), and one that sends no request for
+``--idle-timeout-s`` (headers included, so a slow trickle counts too) is closed.
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
+import math
 import signal
 import socket
 import sys
 import threading
-from socketserver import ThreadingMixIn
-from typing import Any, Callable, Iterable
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
 
 from ..backends import CHOICES, ConfigError, resolve_choice, simulated_from_env
 
 DEFAULT_PORT = 9400  # dcgm-exporter's port: a node runs one or the other
-DEFAULT_HOST = "0.0.0.0"  # scraped from the Prometheus server's machine, as node exporters are
+# Every interface, as dcgm-exporter and node exporters listen: Prometheus scrapes from its own
+# machine. There is no auth: docs/prometheus.md says how to restrict it (--host, a firewall).
+DEFAULT_HOST = "0.0.0.0"
 READY_WAIT_S = 10.0  # how long to wait for the backend before saying what it serves
+# Longer than any scrape, shorter than a minute: Prometheus reconnects at its next scrape.
+DEFAULT_IDLE_TIMEOUT_S = 30.0
+MAX_IDLE_TIMEOUT_S = 3600.0
+STOP_WAIT_S = 5.0
 
 
 def _port(text: str) -> int:
@@ -52,47 +63,118 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--hostname", default="", help="the Hostname label of every GPU (default: this machine's host name)")
     p.add_argument("--show-other-users-processes", action="store_true",
                    help="label other users' GPU processes with their user (hidden by default)")
+    p.add_argument("--idle-timeout-s", type=_idle_timeout, default=DEFAULT_IDLE_TIMEOUT_S, metavar="SECONDS",
+                   help=f"close a connection that sends no (whole) request for this long "
+                   f"(default {DEFAULT_IDLE_TIMEOUT_S:g})")
+
+
+def _idle_timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_IDLE_TIMEOUT_S):
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most {MAX_IDLE_TIMEOUT_S:g} seconds, got {text!r}")
+    return value
 
 
 class UsageError(Exception):
     """A bad argument found after parsing: the message says which and why."""
 
 
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True  # a slow scraper must not hold the exit up
+_PAGE = (b"<!doctype html><title>gpu-widgets exporter</title><h1>gpu-widgets exporter</h1>"
+         b'<p><a href="metrics">/metrics</a>: the GPUs in dcgm-exporter\'s names.</p>')
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # one line per scrape would drown the journal
+def _application(scrape: Callable[[], bytes], content_type: str) -> Any:
+    """The routes: ``/metrics`` (rendered on one worker thread, so the loop keeps serving), ``/``,
+    plain-text errors for the rest. Imported here: the other commands never load tornado."""
+    from tornado import web
+
+    renders = ThreadPoolExecutor(1, thread_name_prefix="gpu-widgets-exporter-render")
+
+    class Plain(web.RequestHandler):
+        SUPPORTED_METHODS = ("GET", "HEAD")
+
+        def write_error(self, status_code: int, **kwargs: Any) -> None:
+            self.set_header("Content-Type", "text/plain")
+            if status_code == 405:
+                self.set_header("Allow", "GET, HEAD")
+                self.finish(b"only GET\n")
+            elif status_code == 404:
+                self.finish(b"not found: the metrics are at /metrics\n")
+            else:
+                self.finish(b"internal error in gpu-widgets exporter\n")
+
+        def compute_etag(self) -> None:
+            return None
+
+    class Metrics(Plain):
+        async def get(self) -> None:
+            body = await asyncio.get_running_loop().run_in_executor(renders, scrape)
+            self.set_header("Content-Type", content_type)
+            self.finish(body)
+
+        head = get
+
+    class Page(Plain):
+        def get(self) -> None:
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.finish(_PAGE)
+
+        head = get
+
+    class NotFound(Plain):
+        def prepare(self) -> None:
+            raise web.HTTPError(404)
+
+    # No access log: one line per scrape would drown the journal.
+    app = web.Application([("/metrics", Metrics), ("/", Page)], default_handler_class=NotFound,
+                          log_function=lambda handler: None)
+    return app, renders
 
 
-def _app(scrape: Callable[[], bytes], content_type: str) -> Callable[..., Iterable[bytes]]:
-    page = (b"<!doctype html><title>gpu-widgets exporter</title><h1>gpu-widgets exporter</h1>"
-            b'<p><a href="metrics">/metrics</a>: the GPUs in dcgm-exporter\'s names.</p>')
+class _Serving:
+    """The HTTP server on its own event-loop thread; ``stop`` closes every connection."""
 
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path, method = environ.get("PATH_INFO", "/"), environ.get("REQUEST_METHOD", "GET")
-        if method not in ("GET", "HEAD"):
-            start_response("405 Method Not Allowed", [("Content-Type", "text/plain"), ("Allow", "GET, HEAD")])
-            return [b"only GET\n"]
-        if path == "/metrics":
-            body, kind = scrape(), content_type
-        elif path == "/":
-            body, kind = page, "text/html; charset=utf-8"
-        else:
-            start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return [b"not found: the metrics are at /metrics\n"]
-        start_response("200 OK", [("Content-Type", kind), ("Content-Length", str(len(body)))])
-        return [b"" if method == "HEAD" else body]
+    def __init__(self, sockets: list[socket.socket], app: Any, idle_timeout_s: float) -> None:
+        self._sockets, self._app, self._idle = sockets, app, idle_timeout_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._up = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="gpu-widgets-exporter",
+                                        daemon=True)
 
-    return app
+    def start(self) -> None:
+        self._thread.start()
+        self._up.wait(STOP_WAIT_S)
+
+    async def _main(self) -> None:
+        from tornado.httpserver import HTTPServer
+
+        # idle_connection_timeout also bounds the wait for a request's headers (tornado's
+        # header_timeout), so a connection that never sends one is closed too.
+        server = HTTPServer(self._app, idle_connection_timeout=self._idle, body_timeout=self._idle)
+        server.add_sockets(self._sockets)
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        self._up.set()
+        await self._stop.wait()
+        server.stop()
+        await server.close_all_connections()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(STOP_WAIT_S)
 
 
 def main(args: argparse.Namespace) -> int:
     """Run until SIGTERM / Ctrl-C. Raises UsageError for bad arguments (the caller exits 2)."""
     choice = _checked_backend(args.backend)
+    from tornado.netutil import bind_sockets
+
     from ..export.exposition import CONTENT_TYPE_LATEST, Exposition
+    from ..export.families import exported_processes
     from ..server import privacy
     from ..server.service import GpuService
 
@@ -105,28 +187,30 @@ def main(args: argparse.Namespace) -> int:
     def processes(snap: Any) -> Any:
         if me is None:
             return None
+        # Only the processes that get a series are redacted (families.PROCESS_SERIES_MAX a GPU).
         return {d["index"]: None if d.get("processes") is None else
-                [privacy.redact_process(p, me) for p in d["processes"]] for d in snap["devices"]}
+                [privacy.redact_process(p, me) for p in exported_processes(d["processes"]) or ()]
+                for d in snap["devices"]}
 
     try:
-        server = make_server(args.host, args.port, _app(lambda: exposition.scrape(service, processes), CONTENT_TYPE_LATEST),
-                             server_class=_Server, handler_class=_QuietHandler)
+        sockets = bind_sockets(args.port, args.host or None)
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    app, renders = _application(lambda: exposition.scrape(service, processes), CONTENT_TYPE_LATEST)
+    serving = _Serving(sockets, app, args.idle_timeout_s)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     service.start_in_background()
-    serving = threading.Thread(target=server.serve_forever, name="gpu-widgets-exporter", daemon=True)
     serving.start()
     try:
         service.wait_ready(READY_WAIT_S)
-        print(_banner(server, args.host, service, choice), flush=True)
+        print(_banner(sockets[0].getsockname()[1], args.host, service, choice), flush=True)
         while not stop.wait(1.0):
             pass
     finally:
-        server.shutdown()
-        server.server_close()
+        serving.stop()
+        renders.shutdown(wait=False, cancel_futures=True)
         service.stop()
         if service.sampler is not None:
             service.sampler.backend.close()  # NVML shut down before the process goes
@@ -143,13 +227,13 @@ def _checked_backend(backend: str | None) -> str:
     return choice
 
 
-def _banner(server: WSGIServer, host: str, service: Any, choice: str) -> str:
-    port = server.server_address[1]
+def _banner(port: int, host: str, service: Any, choice: str) -> str:
     shown = f"[{host}]" if ":" in host else host
     status = service.status()
     if status["backend"] == "simulated" or (status["backend"] is None and choice == "simulated"):
         what = f"{status['device_count']} SIMULATED GPU(s) (not real hardware)"
-    elif status["status"] == "ok":
+    elif status["status"] == "ok" or (status["status"] == "starting" and status["device_count"]):
+        # "starting" only means the first sample is still being read: the GPUs are there
         what = f"{status['device_count']} GPU(s) through NVML"
     else:
         what = f"no GPU yet ({status['status']}: {status['reason']})"

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from .._version import __version__
@@ -29,6 +31,12 @@ SCRAPE_GPM_LEASE_S = 300.0
 SCRAPE_GPM_OWNER = "prometheus"
 
 Processes = Mapping[int, "list[Mapping[str, Any]] | None"]  # device index -> its processes to export
+# A render is cut into pieces of this many samples, and hands the GIL over (as samples.py does)
+# once it held it YIELD_EVERY_S: rendering 64 GPUs takes ~100 ms, and the event loop of the
+# server, waiting for the GIL at each socket call, would otherwise wait 5 ms (the switch
+# interval) each time.
+SAMPLES_PER_PIECE = 256
+YIELD_EVERY_S = 0.002
 
 # prometheus-client names a counter's HELP and TYPE lines with "_total"; put the bare name back.
 _BARE_HEADER = re.compile(
@@ -36,7 +44,7 @@ _BARE_HEADER = re.compile(
 
 
 class GpuCollector(Collector):
-    """A prometheus-client collector over one sample: the per-GPU families of ``view``.
+    """A prometheus-client collector over one piece of one sample's per-GPU families (``view``).
 
     The view is set before each render (under the exposition's lock); the collector never reads
     the sampler itself, so what a scrape sees is exactly the sample it was rendered for.
@@ -44,12 +52,10 @@ class GpuCollector(Collector):
 
     def __init__(self, hostname: str) -> None:
         self.hostname = hostname
-        self.view: tuple[Iterable[Mapping[str, Any]], Mapping[int, Mapping[str, Any]],
-                         Mapping[int, list[Mapping[str, Any]] | None] | None] = ((), {}, None)
+        self.view: list[Metric] = []
 
     def collect(self) -> Iterable[Any]:
-        devices, infos, processes = self.view
-        return device_families(devices, infos, self.hostname, processes)
+        return self.view
 
 
 class _HealthCollector(Collector):
@@ -76,6 +82,9 @@ class Exposition:
         self._health_registry = CollectorRegistry(auto_describe=False)
         self._health_registry.register(self._health)
         self._lock = threading.Lock()
+        # Its own lock: the health part is rendered on the server's event loop, which must
+        # never wait for a per-GPU render running in a worker.
+        self._health_lock = threading.Lock()
         self._last: tuple[object, bytes] | None = None
         self.renders = 0  # per-GPU renders so far (tests check that scrapers share them)
 
@@ -91,17 +100,29 @@ class Exposition:
             cached = self.cached(snapshot)
             if cached is not None:
                 return cached
-            self.collector.view = (snapshot["devices"], by_index, processes)
+            pieces = []
+            held = time.perf_counter()
             try:
-                text = _BARE_HEADER.sub(rb"# \1 \2 ", generate_latest(self._devices_registry))
+                for family in device_families(snapshot["devices"], by_index, self.hostname, processes):
+                    for start in range(0, len(family.samples), SAMPLES_PER_PIECE):
+                        piece = Metric(family.name, family.documentation, family.type)
+                        piece.samples = family.samples[start:start + SAMPLES_PER_PIECE]
+                        self.collector.view = [piece]
+                        text = generate_latest(self._devices_registry)
+                        # A family's HELP and TYPE lines once, before its first piece.
+                        pieces.append(text.split(b"\n", 2)[2] if start else text)
+                        if time.perf_counter() - held > YIELD_EVERY_S:
+                            time.sleep(0)  # lets a waiting event loop take the GIL now
+                            held = time.perf_counter()
             finally:
-                self.collector.view = ((), {}, None)
+                self.collector.view = []
+            text = _BARE_HEADER.sub(rb"# \1 \2 ", b"".join(pieces))
             self._last = (snapshot, text)
             self.renders += 1
             return text
 
     def render_health(self, health: Health) -> bytes:
-        with self._lock:
+        with self._health_lock:
             self._health.health = health
             try:
                 return generate_latest(self._health_registry)

@@ -26,7 +26,7 @@ from ..backends import Backend, ConfigError, open_backend
 from ..metrics.samples import Snapshot, SlowRead
 from ..store.history import History
 from .clock import Clock, next_deadline
-from .snapshot import PENDING, compose
+from .snapshot import PENDING, by_memory, compose
 from .stall import stale_after_s, waiting_on
 
 log = logging.getLogger(__name__)
@@ -243,7 +243,7 @@ class Sampler:
     def _read_slow(self) -> None:
         try:
             self.backend.gpm = self.gpm_wanted
-            parts = self.backend.read_slow(self.clock.wall())
+            parts = by_memory(self.backend.read_slow(self.clock.wall()))  # largest first, once per read
         except Exception:
             log.exception("gpu-widgets: slow read failed")
             return

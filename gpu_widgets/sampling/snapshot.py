@@ -3,7 +3,9 @@
 ``compose`` merges a backend's reads; ``empty`` is the snapshot with no devices (before the
 first sample, without a GPU); ``with_status`` restates a snapshot's status (stale, say);
 ``aged`` adds how old it is; ``public`` turns one into its JSON form (served by the API and
-``snapshot --json``), the one step where the throttle bitmask becomes names.
+``snapshot --json``), the one step where the throttle bitmask becomes names and each GPU's
+process list is cut to its ``PROCESSES_SHOWN`` largest (``by_memory`` orders them once per slow
+read).
 """
 from __future__ import annotations
 
@@ -18,6 +20,10 @@ from ..metrics.throttle import json_names
 from .visibility import cuda_visible_indices
 
 PENDING = "not read yet (read on the slow cadence)"
+# A sample's JSON lists each GPU's largest processes only, with ``processes_omitted`` counting
+# the rest: 64 GPUs x 1000 processes made ``samples/latest`` 42 MB, served every second to every
+# tab. The whole list is paged through with ``GET processes``; Python callers get it in full.
+PROCESSES_SHOWN = 32
 _NO_SYSTEM: Mapping[str, Any] = {}
 
 
@@ -107,7 +113,8 @@ def aged(snap: Snapshot | Mapping[str, Any], status: str, reason: str | None, ag
 
 
 def public(snap: Snapshot | Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON form of a snapshot: a shallow copy whose devices carry ``throttle_reasons`` as names.
+    """The JSON form of a snapshot: a shallow copy whose devices carry ``throttle_reasons`` as names
+    and at most PROCESSES_SHOWN processes each, with ``processes_omitted`` the count of the rest.
 
     The snapshot is shared (every subscriber gets the same one), so the devices are copied
     rather than changed."""
@@ -117,10 +124,37 @@ def public(snap: Snapshot | Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _public_device(dev: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(dev)
-    if "throttle_reasons" in out:
-        out["throttle_reasons"] = json_names(out["throttle_reasons"])
+    out: dict[str, Any] = {}
+    for key, value in dev.items():
+        out[key] = json_names(value) if key == "throttle_reasons" else value
+        if key == "processes":  # the count of the rest right after the list, as documented
+            out["processes"], out["processes_omitted"] = shown_processes(value)
     return out
+
+
+def shown_processes(procs: list[Any] | None) -> tuple[list[Any] | None, int | None]:
+    """The processes a sample's JSON lists (the largest first, at most PROCESSES_SHOWN) and how
+    many it leaves out (None when the list was not read)."""
+    if procs is None:
+        return None, None
+    return procs[:PROCESSES_SHOWN], max(0, len(procs) - PROCESSES_SHOWN)
+
+
+def _memory_first(proc: Mapping[str, Any]) -> tuple[int, int]:
+    used = proc.get("used_memory_bytes")
+    return -(used if used is not None else -1), proc["pid"]
+
+
+def by_memory(parts: list[SlowRead]) -> list[SlowRead]:
+    """``parts`` (fresh from ``read_slow``) with each GPU's processes ordered by GPU memory, the
+    largest first (then by pid; unknown memory last). Done once per slow read, on the slow
+    thread: the JSON forms then cut the head and ``GET processes`` pages in this order. The lists
+    are replaced, never sorted in place (a backend may reuse them)."""
+    for part in parts:
+        procs = part.get("processes")
+        if procs and len(procs) > 1:
+            part["processes"] = sorted(procs, key=_memory_first)
+    return parts
 
 
 # A one-shot snapshot's GPM figures span this gap between their two samples (NVML wants >= 0.1 s).
@@ -138,6 +172,6 @@ def take(backend: Backend, timestamp: float, gpm: bool = False, prime: bool = Tr
         time.sleep(GPM_ONE_SHOT_S)
         timestamp += GPM_ONE_SHOT_S
     fast = backend.read_fast(timestamp)
-    slow = {d["index"]: d for d in backend.read_slow(timestamp)}
+    slow = {d["index"]: d for d in by_memory(backend.read_slow(timestamp))}
     info = backend.device_info()
     return compose(backend, timestamp, fast, slow, [d.get("uuid") for d in info], [d.get("mig_device_uuids") for d in info])

@@ -18,7 +18,7 @@ from tornado.ioloop import IOLoop
 from tornado.iostream import StreamClosedError
 
 from ..metrics import catalogue
-from . import kernels, params, privacy
+from . import kernels, params, privacy, process_pages
 from .service import GpuService
 
 DEFAULT_MAX_POINTS = 600
@@ -26,6 +26,8 @@ DEFAULT_MAX_POINTS = 600
 # event loop; bigger ones go to the history worker (samples.py).
 INLINE_HISTORY_VALUES = 256
 MIN_MAX_POINTS = 2
+# samples/latest for more GPUs than this makes its JSON (once per sample) in a worker thread.
+INLINE_LATEST_GPUS = 8
 # A samples answer at least this big is written without being copied (SamplesHandler.get).
 BIG_ANSWER_BYTES = 1 << 16
 # How long a browser may reuse the metric catalogue without asking (it is fixed while the server
@@ -123,7 +125,7 @@ class LatestHandler(BaseApiHandler):
     allowed_params = ("gpm",)
 
     @web.authenticated
-    def get(self) -> None:
+    async def get(self) -> None:
         self.check_params()
         try:
             gpm = params.flag(self.request.arguments, "gpm")
@@ -137,8 +139,17 @@ class LatestHandler(BaseApiHandler):
         if snap is None:
             self.send(self.service.pending_answer())  # no devices yet, so no processes to redact
             return
+        me = self._me()
+        if not self.service.latest_json_made(snap, me) and len(snap["devices"]) > INLINE_LATEST_GPUS:
+            # The first request after a sample on a big machine makes its JSON off the loop; the
+            # others (and small machines, where a thread hop costs more) answer from it here.
+            await IOLoop.current().run_in_executor(None, self.service.latest_json, snap, me)
         self.set_header("Content-Type", "application/json")
-        self.finish(self.service.latest_answer(snap, self._me()))
+        self.finish(self.service.latest_answer(snap, me))
+
+    def compute_etag(self) -> None:
+        """No ETag: answers are ``no-store``, and a big machine's is a megabyte to hash on the loop."""
+        return None
 
 
 class SamplesHandler(BaseApiHandler):
@@ -183,20 +194,30 @@ class SamplesHandler(BaseApiHandler):
 
 
 class ProcessesHandler(BaseApiHandler):
+    """Every GPU process, one page at a time (process_pages.py): the largest first."""
+
+    allowed_params = process_pages.ALLOWED
+
     @web.authenticated
     async def get(self) -> None:
         self.check_params()
         snap = self.service.latest()
         devices = snap["devices"] if snap else []
+        try:
+            offset, limit, gpu = process_pages.query(self.request.arguments, devices)
+        except params.BadParameter as exc:
+            raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
+        listed, limit = process_pages.page(devices, offset, limit, gpu)
         paths = await kernels.notebook_paths(self.session_manager, self.log)
         roots = kernels.kernel_root_pids(self.kernel_manager)
-        attributed = await IOLoop.current().run_in_executor(None, kernels.attribute, devices, roots, paths)
-        me = self._me()
-        if me is not None:
-            for dev in attributed:
-                if dev["processes"]:
-                    dev["processes"] = [privacy.redact_process(p, me) for p in dev["processes"]]
-        self.send({"timestamp": snap["timestamp"] if snap else None, "devices": attributed})
+        head = {"timestamp": snap["timestamp"] if snap else None, "offset": offset, "limit": limit}
+        # In a worker: a page can hold 2000 processes (a /proc walk each, then a megabyte of JSON).
+        body = await IOLoop.current().run_in_executor(None, process_pages.answer, head, listed, roots, paths, self._me())
+        self.set_header("Content-Type", "application/json")
+        self.finish(body)
+
+    def compute_etag(self) -> None:
+        return None  # as samples/latest: no-store, and up to 2000 processes to hash
 
 
 class OpenApiHandler(BaseApiHandler):

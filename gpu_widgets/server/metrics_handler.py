@@ -70,8 +70,12 @@ class ServerScrapes:
         return await loop.run_in_executor(None, self._render_sync, snap, roots, paths, me)
 
     def _render_sync(self, snap: Any, roots: dict[int, str], paths: dict[str, str], me: int | None) -> bytes:
+        from ..export.families import exported_processes
+
         processes: dict[int, Any] = {}
-        for dev in kernels.attribute(snap["devices"], roots, paths):
+        # Only the processes that get a series are attributed (a /proc walk each) and redacted.
+        cut = [{**dev, "processes": exported_processes(dev.get("processes"))} for dev in snap["devices"]]
+        for dev in kernels.attribute(cut, roots, paths):
             procs = dev["processes"]
             if procs is not None and me is not None:
                 procs = [privacy.redact_process(p, me) for p in procs]

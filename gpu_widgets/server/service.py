@@ -181,6 +181,12 @@ class GpuService:
         head = json.dumps({key: status[key] for key in FRESHNESS_KEYS})
         return f"{head[:-1]}, {self.latest_json(snapshot, me)[1:]}"
 
+    def latest_json_made(self, snapshot: Snapshot, me: int | None) -> bool:
+        """Whether ``latest_json`` has this one ready (else it is made in a worker: 64 GPUs'
+        JSON is a megabyte, ~20 ms the event loop would be held)."""
+        cached = self._latest_json
+        return cached is not None and cached[0] is snapshot and cached[1] == me
+
     def latest_json(self, snapshot: Snapshot, me: int | None) -> str:
         """The JSON of ``snapshot`` (redacted for uid ``me`` unless None) but its status and
         reason, made once per sample: a hundred tabs polling the same second share it."""

@@ -84,7 +84,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** GPU processes with the kernel and notebook that own them */
+        /**
+         * GPU processes with the kernel and notebook that own them
+         * @description Every process of each GPU, the largest by GPU memory first, one page at a time: a page is processes [offset, offset + limit) of each listed GPU, and processes_total says how many that GPU has.
+         */
         get: operations["getProcesses"];
         put?: never;
         post?: never;
@@ -197,12 +200,12 @@ export interface components {
     schemas: {
         Status: {
             /**
-             * @description null while the sampler is starting
+             * @description null while the GPU backend is opening
              * @enum {string|null}
              */
             backend: "nvml" | "simulated" | "none" | null;
             /**
-             * @description stale: the newest sample is older than 3 intervals and 2 s (5 s before the first) because a driver call has not returned; reason names it
+             * @description starting: the GPU backend is opening, or no sample has been taken yet (never ok without a sample); stale: the newest sample is older than 3 intervals and 2 s (no sample 5 s after the start) because a driver call has not returned; reason names it
              * @enum {string}
              */
             status: "ok" | "no_gpu" | "starting" | "stale";
@@ -225,12 +228,12 @@ export interface components {
         };
         Devices: {
             /**
-             * @description null while the sampler is starting
+             * @description null while the GPU backend is opening
              * @enum {string|null}
              */
             backend: "nvml" | "simulated" | "none" | null;
             /**
-             * @description stale: the newest sample is older than 3 intervals and 2 s (5 s before the first) because a driver call has not returned; reason names it
+             * @description starting: the GPU backend is opening, or no sample has been taken yet (never ok without a sample); stale: the newest sample is older than 3 intervals and 2 s (no sample 5 s after the start) because a driver call has not returned; reason names it
              * @enum {string}
              */
             status: "ok" | "no_gpu" | "starting" | "stale";
@@ -270,12 +273,12 @@ export interface components {
         };
         Snapshot: {
             /**
-             * @description null while the sampler is starting
+             * @description null while the GPU backend is opening
              * @enum {string|null}
              */
             backend: "nvml" | "simulated" | "none" | null;
             /**
-             * @description stale: the newest sample is older than 3 intervals and 2 s (5 s before the first) because a driver call has not returned; reason names it
+             * @description starting: the GPU backend is opening, or no sample has been taken yet (never ok without a sample); stale: the newest sample is older than 3 intervals and 2 s (no sample 5 s after the start) because a driver call has not returned; reason names it
              * @enum {string}
              */
             status: "ok" | "no_gpu" | "starting" | "stale";
@@ -337,6 +340,8 @@ export interface components {
             temperature_slowdown_c: number | null;
             /** @description processes using the GPU: pid, used_memory_bytes, name, uid, user, command, sm_percent, memory_bandwidth_percent */
             processes: components["schemas"]["Process"][] | null;
+            /** @description processes of this GPU that the sample leaves out: it lists the 32 largest by GPU memory (largest first); GET processes pages through them all. Null when the list was not read */
+            processes_omitted?: number | null;
             /** @description percent of the time the SMs had work, averaged over all SMs (NVML GPM SM_UTIL, DCGM SM_ACTIVE); unlike utilization_gpu_percent, one tiny kernel does not make it 100. Null with the reason in `unavailable` where the GPU has no GPM (before Hopper), and while nobody asks (see `gpm` of /samples/latest). */
             sm_active_percent: number | null;
             /** @description resident warps as percent of the most the SMs can hold (NVML GPM SM_OCCUPANCY, DCGM SM_OCCUPANCY). Null with the reason in `unavailable` where the GPU has no GPM (before Hopper), and while nobody asks (see `gpm` of /samples/latest). */
@@ -398,12 +403,12 @@ export interface components {
         };
         Samples: {
             /**
-             * @description null while the sampler is starting
+             * @description null while the GPU backend is opening
              * @enum {string|null}
              */
             backend: "nvml" | "simulated" | "none" | null;
             /**
-             * @description stale: the newest sample is older than 3 intervals and 2 s (5 s before the first) because a driver call has not returned; reason names it
+             * @description starting: the GPU backend is opening, or no sample has been taken yet (never ok without a sample); stale: the newest sample is older than 3 intervals and 2 s (no sample 5 s after the start) because a driver call has not returned; reason names it
              * @enum {string}
              */
             status: "ok" | "no_gpu" | "starting" | "stale";
@@ -469,6 +474,10 @@ export interface components {
         };
         Processes: {
             timestamp: number | null;
+            /** @description the offset asked for */
+            offset: number;
+            /** @description the limit applied: the one asked for, lowered so that the answer holds at most 2000 processes */
+            limit: number;
             devices: components["schemas"]["DeviceProcesses"][];
         };
         DeviceProcesses: {
@@ -477,7 +486,10 @@ export interface components {
             name: string | null;
             /** @enum {string} */
             status: "ok" | "lost";
+            /** @description this page of the GPU's processes, the largest by GPU memory first */
             processes: components["schemas"]["AttributedProcess"][] | null;
+            /** @description how many processes the GPU has in all (null when the list was not read) */
+            processes_total: number | null;
             /** @description field name -> why it is null */
             unavailable: {
                 [key: string]: string;
@@ -561,6 +573,10 @@ export interface components {
                 /** @description hosts whose GPUs are gpu-widgets' simulated ones */
                 simulated_hosts: number;
             };
+            /** @description hosts counted in totals but not in hosts: rows past the sidebar's budget (48,000 bytes of rows; this server's host is always listed, then by name), and hosts whose name the detail cannot be asked for (empty, over 1024 characters) */
+            unlisted_hosts: number;
+            /** @description why hosts are not listed, in plain words; null when every host is */
+            unlisted_reason: string | null;
         };
         /** @description a host as values in the order of host_columns: hostname (string), current (bool: this server's host), stale (bool), age_s (seconds since its newest sample; for a stale host to within the larger of its scrape interval and 5 s), gpu_count, busy_gpus, free_gpus (integers), utilization_mean_percent, utilization_max_percent, memory_used_gib, memory_total_gib, temperature_max_c, power_w (numbers or null), simulated (bool: the host's gpu-widgets export says its GPUs are simulated, gpu_widgets_info{simulated="true"}; false for NVIDIA's dcgm-exporter, which has no such series) */
         ClusterHostRow: (string | boolean | (number | null))[];
@@ -839,7 +855,14 @@ export interface operations {
     };
     getProcesses: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description skip this many processes of each listed GPU; default 0 */
+                offset?: number;
+                /** @description at most this many processes per GPU; default 100. Over every GPU the server lowers it so that one answer holds at most 2000 processes; the answer's limit says what was used */
+                limit?: number;
+                /** @description list only the GPU with this index (its limit is not lowered); an index the server has no GPU for is a 400 */
+                gpu?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -853,6 +876,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Processes"];
+                };
+            };
+            /** @description a bad offset, limit or gpu, or an unknown parameter */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description no valid token */
@@ -994,7 +1026,7 @@ export interface operations {
                     "application/json": components["schemas"]["AlertSettings"];
                 };
             };
-            /** @description not a JSON object, an unknown setting, or a value out of its range; the message names it */
+            /** @description a body over 4096 bytes, not one flat JSON object (NaN and Infinity are not JSON; a value nested too deeply), an unknown setting, a boolean or an integer too big for a float where a number is wanted, or a value out of its range; the message names the field and the problem */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1026,7 +1058,7 @@ export interface operations {
     getCluster: {
         parameters: {
             query?: {
-                /** @description a Hostname from the overview: answer with that host's detail */
+                /** @description a host name exactly as the overview lists it (its Hostname, or current dcgm-exporter's hostname, label; spaces and control characters included): answer with that host's detail */
                 host?: string;
             };
             header?: never;

@@ -21,6 +21,7 @@ export function ProcessList(props: {
 }): JSX.Element {
   const { gpu, openPath, actions } = props;
   const procs = gpu.processes;
+  const total = Math.max(procs?.length ?? 0, gpu.processesTotal ?? 0);
   let body: React.ReactNode;
   if (gpu.lost) {
     body = <p className="jp-GpuWidgets-muted">Not available while the GPU is lost.</p>;
@@ -36,13 +37,18 @@ export function ProcessList(props: {
             <KernelButtons proc={p} gpus={props.gpus ?? [gpu]} actions={actions} />
           </ProcessItem>
         ))}
+        {total > procs.length ? (
+          <li className="jp-GpuWidgets-muted" title="The largest by GPU memory are listed; the API's processes endpoint pages through the rest.">
+            and {total - procs.length} more
+          </li>
+        ) : null}
       </ul>
     );
   }
   return (
     <div className="jp-GpuWidgets-processes">
       <h4 className="jp-GpuWidgets-subtitle">
-        Processes{procs && procs.length ? <span className="jp-GpuWidgets-count">{procs.length}</span> : null}
+        Processes{procs && procs.length ? <span className="jp-GpuWidgets-count">{total}</span> : null}
       </h4>
       {body}
     </div>

@@ -22,6 +22,11 @@ export interface IGpu {
   /** Why `processes` is null (server's reason), when it is. */
   processesUnavailable: string | null;
   /**
+   * How many processes the GPU has in all: `processes` is the server's first page of them, the
+   * largest by GPU memory (a machine can run thousands). Absent: as many as `processes`.
+   */
+  processesTotal?: number | null;
+  /**
    * Why a field of the latest sample is null (field name -> server's reason), from the
    * newest samples answer that included this GPU; empty when none is known.
    */
@@ -78,6 +83,7 @@ export function buildGpus(
       latestTimestamp: latest ? tl.t[n - 1] : null,
       processes: p?.processes ?? null,
       processesUnavailable: p && p.processes === null ? p.unavailable['processes'] ?? 'not available' : null,
+      processesTotal: p?.processes_total ?? null,
       unavailable: why,
       live: now
     });

@@ -345,12 +345,15 @@ export class FakeHistory {
 export function processes(perGpu: IProcesses['devices'][number]['processes'][]): IProcesses {
   return {
     timestamp: 1000,
+    offset: 0,
+    limit: 100,
     devices: perGpu.map((procs, index): IDeviceProcesses => ({
       index,
       uuid: `GPU-${index}`,
       name: 'NVIDIA H200',
       status: 'ok',
       processes: procs,
+      processes_total: procs === null ? null : procs.length,
       unavailable: procs === null ? { processes: 'not read yet (read on the slow cadence)' } : ({} as IUnavailable)
     }))
   };

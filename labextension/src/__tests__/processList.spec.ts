@@ -1,0 +1,68 @@
+/**
+ * A GPU card's process list on a big machine: the server sends a page of the largest processes,
+ * and the card says how many it does not list.
+ */
+import * as React from 'react';
+
+import { ProcessList } from '../cardDetails';
+import { IGpu } from '../gpus';
+import { IAttributedProcess } from '../tokens';
+import { GIB } from './utils';
+
+jest.mock('@jupyterlab/ui-components', () => ({ notebookIcon: { react: () => null } }));
+const { renderToStaticMarkup } = jest.requireActual('react-dom/server') as {
+  renderToStaticMarkup: (element: React.ReactElement) => string;
+};
+
+function proc(pid: number): IAttributedProcess {
+  return {
+    pid,
+    used_memory_bytes: GIB,
+    name: 'python',
+    uid: 1000,
+    user: 'alice',
+    command: 'python train.py',
+    sm_percent: null,
+    memory_bandwidth_percent: null,
+    unavailable: {},
+    kernel_id: null,
+    notebook_path: null
+  } as IAttributedProcess;
+}
+
+function gpu(procs: IAttributedProcess[], total: number | null | undefined): IGpu {
+  return {
+    index: 0,
+    uuid: 'GPU-0',
+    name: 'NVIDIA H200',
+    lost: false,
+    info: null,
+    latest: null,
+    latestTimestamp: null,
+    processes: procs,
+    processesUnavailable: null,
+    processesTotal: total,
+    unavailable: {},
+    live: null
+  };
+}
+
+function render(g: IGpu): string {
+  return renderToStaticMarkup(React.createElement(ProcessList, { gpu: g, openPath: () => undefined }));
+}
+
+describe('ProcessList', () => {
+  it('counts every process and says how many the page leaves out', () => {
+    const html = render(gpu([proc(1), proc(2), proc(3)], 1000));
+    expect(html).toContain('<span class="jp-GpuWidgets-count">1000</span>');
+    expect(html).toContain('and 997 more');
+  });
+
+  it('says nothing more when the page holds them all (or the server does not say)', () => {
+    for (const total of [2, null, undefined]) {
+      const html = render(gpu([proc(1), proc(2)], total));
+      expect(html).toContain('<span class="jp-GpuWidgets-count">2</span>');
+      expect(html).not.toContain('more');
+    }
+  });
+});
