@@ -72,12 +72,18 @@ def exporter():
         e.kill()
 
 
+def _another_users_process(fam: dict) -> bool:
+    procs = fam.get("gpu_widgets_process_gpu_memory_bytes")
+    return procs is not None and any(s.labels["user"] == "" for s in procs.samples)
+
+
 def test_it_serves_the_simulated_gpus_in_dcgm_names_and_stops_on_sigterm(exporter):
     e = exporter("--hostname", "node-17", "--interval-s", "0.2")
     assert "SIMULATED" in e.banner
-    deadline = time.monotonic() + 20
-    while "gpu_widgets_process_gpu_memory_bytes" not in (fam := e.families()):
-        assert time.monotonic() < deadline, "no processes exported"
+    # The simulated colleague's job runs only while GPU 1 is busy (the cycle idles up to 23 s): wait for it.
+    deadline = time.monotonic() + 40
+    while not _another_users_process(fam := e.families()):
+        assert time.monotonic() < deadline, "no process of another user exported"
         time.sleep(0.2)
     util = fam["DCGM_FI_DEV_GPU_UTIL"].samples
     assert [s.labels["gpu"] for s in util] == ["0", "1"]

@@ -66,6 +66,14 @@ def has_processes(families: dict) -> bool:
     return "gpu_widgets_process_gpu_memory_bytes" in families and "DCGM_FI_DEV_GPU_UTIL" in families
 
 
+def has_a_colleague(families: dict) -> bool:
+    """The simulated colleague's job runs only while odd GPU 1 is busy: wait for it, not just any process."""
+    if not has_processes(families):
+        return False
+    return any(p.labels["user"] in ("", "simulated-colleague")
+               for p in families["gpu_widgets_process_gpu_memory_bytes"].samples)
+
+
 @pytest.mark.parametrize("gw_config,fake_nvml_config", [(NVML_SERVER, DRIVER)])
 async def test_the_driver_values_come_out_in_dcgm_names_units_and_labels(in_process_fake_nvml, jp_fetch):
     text, fam = await scrape_until(jp_fetch, has_processes)
@@ -152,7 +160,7 @@ async def test_while_the_sampler_starts_only_health_is_served(in_process_fake_nv
 
 
 async def test_simulated_gpus_are_labelled_simulated(jp_fetch):
-    _, fam = await scrape_until(jp_fetch, has_processes)
+    _, fam = await scrape_until(jp_fetch, has_a_colleague, timeout=40.0)
     info = fam["gpu_widgets_info"].samples[0].labels
     assert (info["backend"], info["simulated"], info["Hostname"]) == ("simulated", "true", socket.gethostname())
     models = {s.labels["modelName"] for s in fam["DCGM_FI_DEV_GPU_UTIL"].samples}
@@ -165,7 +173,7 @@ async def test_simulated_gpus_are_labelled_simulated(jp_fetch):
 
 @pytest.mark.parametrize("gw_config", [{"backend": "simulated", "interval_s": 0.1, "show_other_users_processes": True}])
 async def test_other_users_are_named_only_when_configured(jp_fetch, gw_config):
-    _, fam = await scrape_until(jp_fetch, has_processes)
+    _, fam = await scrape_until(jp_fetch, has_a_colleague, timeout=40.0)
     assert "simulated-colleague" in {p.labels["user"] for p in fam["gpu_widgets_process_gpu_memory_bytes"].samples}
 
 

@@ -361,7 +361,7 @@ class SimulatedBackend(Backend):
         procs: list[ProcessEntry] = [
             {
                 "pid": PID_BASE + 2 * gpu,
-                "used_memory_bytes": used - (2 * GIB if gpu % 2 else 0),
+                "used_memory_bytes": max(0, used - (2 * GIB if gpu % 2 else 0)),  # never negative while loading
                 "name": "python",
                 "uid": os.getuid(),
                 "user": _current_user(),
