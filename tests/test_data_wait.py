@@ -105,7 +105,7 @@ def test_a_loader_sleeping_50ms_before_10ms_of_compute_is_input_bound_within_10_
     assert share is not None and abs(share - truth) <= 0.10, (share, truth)
     assert abs(share - 5 / 6) <= 0.15  # ~83 % on a quiet machine
     text = header(mon)
-    assert f"data wait {share:.0%}" in text
+    assert f"data wait {100 * share:.0f} % last 50 steps" in text
     assert "Input-bound: the loop spent" in text and "num_workers" in text
     line = wait_chart(mon)
     assert len(line.y) >= 1 and all(abs(y - 100 * truth) <= 15 for y in line.y)
@@ -150,7 +150,7 @@ def noted(sampler, wait: float, gpus="auto") -> TrainingMonitor:
 def test_a_gpu_idle_between_kernels_with_the_data_ready_is_called_cpu_bound():
     mon = noted(fixed_sampler({"utilization_gpu_percent": 20}), 0.001, gpus=[0])  # gpus=: the run's own
     text = header(mon)
-    assert "CPU-bound: the data is ready (2% of each step waiting for it), yet the GPU was busy only 20%" in text
+    assert "CPU-bound: the data is ready (2 % of each step waiting for it), yet the GPU was busy only 20 %" in text
     assert "The GPU was busy 20% of the time on average" not in text  # the vaguer tip gives way
     mon.finish()
     # A GPU not known to be the run's (no CUDA tensor, no gpus=): a CPU loop beside it is not CPU-bound.
@@ -166,7 +166,7 @@ def test_a_busy_gpu_is_healthy_and_waiting_with_a_busy_gpu_costs_nothing():
         assert "Input-bound" not in text and "CPU-bound" not in text and "Tip" not in text
         mon.finish()
     mon = noted(fixed_sampler({"utilization_gpu_percent": 30}), 0.03, gpus=[0])
-    assert "Input-bound: the loop spent 60% of each step waiting for its data while the GPU was busy only 30%" in header(mon)
+    assert "Input-bound: the loop spent 60 % of each step waiting for its data while the GPU was busy only 30 %" in header(mon)
     mon.finish()
 
 
@@ -305,3 +305,21 @@ def test_keras_measures_the_data_wait():
     cb = GpuWidgetsCallback(display=False, sampler=no_gpu_sampler())
     model().fit(Slow(), epochs=1, callbacks=[cb], verbose=0)
     assert_input_bound(cb.monitor)
+
+
+def test_the_two_data_wait_figures_say_which_window_each_covers_with_the_same_spacing():
+    # 50 steps waiting 2 % of each, then 10 waiting 60 %: the header's figure is over the last 50
+    # steps, the chart's over its latest half second ("now"); both read "N %".
+    mon = make()
+    for wait in [0.001] * 50 + [0.03] * 10:
+        mon.note_data_wait(wait, 0.05)
+    mon.log(loss=1.0)
+    mon.refresh()
+    share = mon.data_wait_share
+    assert share == pytest.approx((40 * 0.001 + 10 * 0.03) / (50 * 0.05))
+    assert f"data wait {100 * share:.0f} % last 50 steps" in header(mon)
+    legend = re.sub(r"<[^>]+>", "", mon._view.charts[data_wait.CHART].head.value)
+    now = float(wait_chart(mon).y[-1])
+    assert f"now {now:.0f} %" in legend and "data wait (%)" in legend
+    assert not re.search(r"\d%", header(mon) + legend)  # "2 %", never "2%"
+    mon.finish()

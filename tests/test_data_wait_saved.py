@@ -77,7 +77,7 @@ def test_a_saved_run_shows_the_data_wait_chart_share_and_diagnosis_as_the_live_o
     assert len(a.x) >= 3 and len(b.x) == len(a.x)
     assert np.allclose(b.x, a.x, atol=0.01) and np.allclose(b.y, a.y, atol=0.1)
     text = header(loaded)
-    assert f"data wait {again:.0%}" in text and "Input-bound: the loop spent" in text
+    assert f"data wait {100 * again:.0f} % last 50 steps" in text and "Input-bound: the loop spent" in text
     # The picture has the chart, next to the GPU-busy one where there is one, live and loaded alike.
     assert data_wait.CHART_TITLE.upper() in chart_titles(live) and data_wait.CHART_TITLE.upper() in chart_titles(loaded)
     assert loaded.to_png()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -181,7 +181,7 @@ def test_follow_shows_the_data_wait_of_a_run_another_process_writes(tmp_path, ru
         # the end), so 14-24 of its 24 steps, depending on where the bins fall.
         wait_until(lambda: mon._r.charts.waits.counted >= data_wait.MIN_STEPS and "Input-bound" in header(mon), 30)
         assert mon.status == "running" and len(wait_line(mon).x) >= 2
-        assert f"data wait {mon.data_wait_share:.0%}" in header(mon)
+        assert f"data wait {100 * mon.data_wait_share:.0f} % last 50 steps" in header(mon)
         go.touch()
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err

@@ -57,16 +57,27 @@ class CountingBackend(SimulatedBackend):
         return super().read_slow(t)
 
 
-def faulty_run(root, faults: str = FAULTS, seconds: int = 80, looks: dict | None = None):
+class HeavyBackend(CountingBackend):
+    """GPU 0's memory 97 % full from 10 s to 30 s: a reading the fault spec has no item for."""
+
+    def _values(self, gpu, k, elapsed):
+        v = super()._values(gpu, k, elapsed)
+        if gpu == 0 and 10 <= elapsed < 30:
+            v = {**v, "memory_used_bytes": int(0.97 * v["memory_total_bytes"])}
+        return v
+
+
+def faulty_run(root, faults: str = FAULTS, seconds: int = 80, looks: dict | None = None, backend_class=None,
+               gpus="all"):
     """A monitor over 2 simulated GPUs with ``faults``, one sample per second for ``seconds``;
     ``looks``: {second: callback(monitor)} called after that second's sample, drawn."""
     import time
 
     clock = HandClock(time.time())
-    backend = CountingBackend(n_gpus=2, seed=3, t0=clock.base, faults=parse_faults(faults))
+    backend = (backend_class or CountingBackend)(n_gpus=2, seed=3, t0=clock.base, faults=parse_faults(faults))
     backend.open()
     sampler = Sampler(backend, interval_s=1.0, clock=clock)
-    mon = TrainingMonitor("alerts", display=False, sampler=sampler, gpus="all", run_log=root)
+    mon = TrainingMonitor("alerts", display=False, sampler=sampler, gpus=gpus, run_log=root)
     for second in range(1, seconds + 1):
         mon.log(loss=1.0 / second)
         clock.t = float(second)
@@ -87,10 +98,17 @@ def alert_lines(mon: TrainingMonitor) -> list[str]:
 
 
 def mark(mon: TrainingMonitor, chart: str, name: str) -> list[list[float]]:
-    """A mark's episodes as [start, end] pairs (seconds since the run's start), from its path."""
+    """A mark's episodes as [start, end] pairs (seconds since the run's start), from its path:
+    a box per episode, four points each (start, start, end, end)."""
     line = mon._view.charts[chart].lines[name]
     xs = [float(x) for x in line.x]
     return [[xs[i], xs[i + 2]] for i in range(0, len(xs), 4)]
+
+
+def alert_marks(mon: TrainingMonitor) -> dict[str, set[str]]:
+    """Per chart, the alert marks that hold an episode."""
+    return {name: {n for n, m in chart.lines.items() if n.startswith("alert:") and len(m.x)}
+            for name, chart in mon._view.charts.items()}
 
 
 def episodes(mon: TrainingMonitor) -> list[tuple]:
@@ -119,7 +137,8 @@ def test_a_lost_gpu_and_a_throttle_episode_show_as_marks_and_header_lines_then_e
                for line in seen["throttle"]), seen["throttle"]
     assert not any("lost" in line for line in seen["throttle"])
     assert "1 alert ended this run" in seen["throttle_words"]
-    # The end: every episode ended, none listed as open; the marks keep them on every GPU chart.
+    # The end: every episode ended, none listed as open; the marks keep them: the lost GPU's on
+    # every GPU chart, the throttle episode on GPU busy only (where throttling is shaded).
     assert alert_lines(mon) == [] and re.search(r"\d alerts ended this run", words(mon))
     found = {(kind, gpu): (start, end) for kind, gpu, start, end in episodes(mon)}
     t0 = mon._r.run.t0
@@ -129,10 +148,11 @@ def test_a_lost_gpu_and_a_throttle_episode_show_as_marks_and_header_lines_then_e
     for chart in ("gpu_util", "gpu_memory", "gpu_temperature", "gpu_power"):
         lines = mon._view.charts[chart].lines
         assert [[round(x) for x in pair] for pair in mark(mon, chart, "alert: lost")] == [[20, 40]]
-        assert [[round(x) for x in pair] for pair in mark(mon, chart, "alert: throttled")] == [[10, 60]]
         assert lines["alert: lost"].scales["y"] is mon._view.charts[chart].area_scale  # never moves the y axis
-    head = mon._view.charts["gpu_util"].head.value
-    assert head.count(">alert: lost</span>") == 1 and ">alert: throttled</span>" in head  # named once, no value
+        assert ("alert: throttled" in lines) == (chart == "gpu_util")
+        assert "alert" not in mon._view.charts[chart].head.value  # not in the legend
+        assert not any(m.display_legend for m in lines.values())
+    assert [[round(x) for x in pair] for pair in mark(mon, "gpu_util", "alert: throttled")] == [[10, 60]]
     assert "idle_kernel" not in {kind for kind, *_ in episodes(mon)}
 
 
@@ -172,7 +192,7 @@ def test_episodes_are_saved_and_come_back_with_load_follow_and_the_png(run_dir, 
 
     monkeypatch.setattr(monitor_run, "render_png", render_png)
     with_marks = loaded.to_png()
-    assert labels.count("alert: lost") == 4 and labels.count("alert: throttled") == 4  # each GPU chart
+    assert labels.count("alert: lost") == 4  # each GPU chart (static_image: throttled still on each too)
     (mon.run_dir / "alerts.jsonl").unlink()
     assert TrainingMonitor.load(mon.run_dir).to_png() != with_marks
 
@@ -231,3 +251,52 @@ def test_only_the_gpus_shown_are_watched_and_the_marks_are_bounded():
     starts = [float(x) for x in xs[::4]]
     assert len(starts) == MAX_MARKS and starts[0] == 300 - MAX_MARKS  # the latest ones
     assert all(math.isnan(x) for x in xs[3::4])
+
+
+def test_each_alert_is_a_bar_on_the_chart_of_its_metric_only_and_never_in_the_legend(run_dir):
+    from gpu_widgets.widgets.monitor_alerts import BAR, KIND_COLORS
+    from gpu_widgets.widgets.theme import DARK_VARIANTS, css
+
+    mon, _, _ = faulty_run(run_dir, faults="throttle:1@5-45", seconds=45, backend_class=HeavyBackend)
+    assert {(kind, gpu) for kind, gpu, *_ in episodes(mon)} == {("memory", 0), ("throttle", 1)}
+    drawn = alert_marks(mon)
+    assert drawn.pop("gpu_memory") == {"alert: memory full", "alert: memory full (shade)"}
+    assert drawn.pop("gpu_util") == {"alert: throttled", "alert: throttled (shade)"}  # where throttling is shaded
+    assert not any(drawn.values()), drawn  # not on temperature, power, the loss, the data wait
+    assert [[round(x) for x in pair] for pair in mark(mon, "gpu_memory", "alert: memory full")] == [[10, 30]]
+    chart = mon._view.charts["gpu_memory"]
+    bar, shade = chart.lines["alert: memory full"], chart.lines["alert: memory full (shade)"]
+    # A box along the top 6 % of the plot, on a 0-1 scale of its own (the GiB axis never moves),
+    # under the data lines; the shade spans the whole height, faintly.
+    assert bar.fill == "between" and bar.y.shape == (2, 4) and bar.scales["y"] is chart.area_scale
+    assert [float(v) for v in bar.y[0]] == pytest.approx([1, 1 - BAR, 1 - BAR, 1]) and set(bar.y[1]) == {1.0}
+    assert shade.fill == "bottom" and [float(v) for v in shade.y] == [0, 1, 1, 0] and shade.fill_opacities[0] < 0.2
+    assert chart.figure.marks[:2] == [shade, bar] or chart.figure.marks[:2] == [bar, shade]
+    assert chart.y_scale.max == pytest.approx(80.0)  # the memory total, as without the alert
+    for c in mon._view.charts.values():
+        assert "alert" not in c.head.value and not any(m.display_legend for m in c.lines.values())
+    # The colour follows the theme: a CSS variable, dark-theme tones set in the widget's style.
+    assert bar.fill_colors == [f"var(--gpuw-c-{KIND_COLORS['memory'][1:]}, {KIND_COLORS['memory']})"]
+    assert all(colour in DARK_VARIANTS for colour in KIND_COLORS.values())
+    assert f"--gpuw-c-{KIND_COLORS['memory'][1:]}: {DARK_VARIANTS[KIND_COLORS['memory']]}" in css()
+
+
+def test_the_header_lists_only_the_alerts_of_the_gpus_the_run_uses(run_dir):
+    seen = {}
+    mon, _, _ = faulty_run(run_dir, faults="", seconds=40, backend_class=HeavyBackend, gpus=[0],
+                           looks={20: lambda m: seen.update(lines=alert_lines(m))})
+    assert [line.startswith("GPU 0 memory 97 % full since") for line in seen["lines"]] == [True]
+    assert {(kind, gpu) for kind, gpu, *_ in episodes(mon)} == {("memory", 0)}  # GPU 1 not watched
+    assert "1 alert ended this run" in words(mon)
+    # Episodes of a GPU the run no longer shows (gpus="auto" before PyTorch picked one) stay out.
+    alerts = MonitorAlerts()
+    full = {"memory_used_bytes": 79 * GIB, "memory_total_bytes": 80 * GIB}
+    alerts.feed(snapshot(10.0, **full) | {"devices": [{"index": i, "uuid": f"GPU-{i}", "status": "ok", **full}
+                                                      for i in (0, 1)]}, None)
+
+    class Gpu:
+        def __init__(self, index):
+            self.index, self.latest = index, {}
+
+    assert [line.split(" since")[0] for _, line in alerts.header_lines([Gpu(1)], True)] == ["GPU 1 memory nearly full"]
+    assert alerts.header_lines([], True) == [] and alerts.ended_on([Gpu(0)]) == 0

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from gpu_widgets.widgets.ticks import nice_ticks
+from gpu_widgets.widgets.ticks import END_PAD, axis_plan, nice_ticks
 
 from .test_monitor import make
 from .widget_helpers import marks, simulated_sampler
@@ -72,7 +72,10 @@ def test_monitor_axes_get_round_ticks_and_one_line_charts_no_legend():
     loss = charts["loss"]
     loss_y = tuple(float(v) for v in loss.y_axis.tick_values)
     ys = [float(v) for line in marks(charts, "loss").values() for v in line.y]
-    assert loss_y == nice_ticks(min(ys), max(ys), 5) and len(loss_y) >= 2
+    # The loss starts near 0 (0.0136 of 0.86): its axis starts at 0, labelled, and its top tick
+    # has room above it inside the plot.
+    assert loss_y == nice_ticks(0.0, max(ys), 5) and len(loss_y) >= 2 and loss_y[0] == 0.0
+    assert loss.y_scale.min == 0.0 and loss.y_scale.max >= max(ys) + END_PAD * max(ys) * 0.99
     assert loss.y_axis.tick_format == "~g"  # the values as they are, not rounded again by d3
     # The run's time axis starts at 0 and every chart on it shows the same x ticks.
     assert mon._view.time_scale.min == 0.0
@@ -118,3 +121,29 @@ def test_a_monitor_nobody_displays_records_without_drawing_until_it_is_displayed
     mon._r.tick()
     assert len(marks(mon._view.charts, "loss")["loss"].x) == 6
     mon.finish()
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "fixed", "ticks", "bottom", "top"),
+    [
+        # lr from 1e-4 to 1e-3: from 0, a "0" label, room above the top tick "0.001"
+        (1e-4, 1e-3, (False, False), (0, 0.00025, 0.0005, 0.00075, 0.001), 0.0, 0.001 + 0.001 * END_PAD),
+        (0.0, 1.0, (False, False), (0, 0.25, 0.5, 0.75, 1), 0.0, 1.0 + END_PAD),  # a loss ending at 1
+        (0.5, 0.9, (False, False), (0.5, 0.6, 0.7, 0.8, 0.9), 0.5 - 0.4 * END_PAD, 0.9 + 0.4 * END_PAD),
+        (-1.0, -0.1, (False, False), (-1, -0.75, -0.5, -0.25, 0), -1.0 - END_PAD, END_PAD),  # up to 0
+        (0.0, 100.0, (True, True), (0, 25, 50, 75, 100), 0.0, 100.0),  # fixed ends stay
+        (20.0, 71.0, (True, False), (20, 30, 40, 50, 60, 70), 20.0, 71.0 + 51.0 * END_PAD),
+        (3.0, 3.0, (False, False), (3.0,), 3.0 - 0.15 * 2 * END_PAD, 3.0 + 0.15 * 2 * END_PAD),  # flat
+    ],
+)
+def test_axis_plan_starts_near_zero_at_zero_and_leaves_room_above_the_top_tick(lo, hi, fixed, ticks, bottom, top):
+    got_ticks, got_bottom, got_top = axis_plan(lo, hi, 6 if fixed == (True, False) else 5, *fixed)
+    assert got_ticks == pytest.approx(ticks) and got_bottom == pytest.approx(bottom) and got_top == pytest.approx(top)
+    if not fixed[1]:  # the top label is inside the plot, a share of the span below its edge
+        assert got_top - got_ticks[-1] >= END_PAD * (got_ticks[-1] - got_ticks[0]) * 0.99 and got_top > got_ticks[-1]
+
+
+def test_axis_plan_at_the_float32_limits_and_without_data():
+    ticks, bottom, top = axis_plan(-3.4e38, 3.4e38, 5)
+    assert ticks and -3.5e38 < bottom <= -3.4e38 and 3.4e38 <= top < 3.5e38 and math.isfinite(top - bottom * 0)
+    assert axis_plan(math.nan, math.nan, 5)[0] == ()

@@ -65,8 +65,9 @@ def test_monitor_charts_have_no_legend_box_and_a_legend_row_per_chart():
         assert not any(mark.display_legend for c in charts.values() for mark in c.lines.values())
         assert keys(charts["loss"]) == ["loss 0.1667", "val_loss 0.3333"]
         assert all(re.fullmatch(r"GPU [01] \d+ %", k) for k in keys(charts[CHART_NAMES["utilization"]]))
-        # The margin above the plot is small: the title and legend are above the figure, not in it.
-        assert all(c.figure.fig_margin["top"] <= 10 for c in charts.values())
+        # The margin above the plot is small: the title and legend are above the figure, not in it;
+        # it holds half a tick label (a fixed top's label sits on the plot's edge).
+        assert all(c.figure.fig_margin["top"] <= 12 for c in charts.values())
     finally:
         mon.finish()
 
@@ -107,10 +108,14 @@ def test_gpu_axes_are_fixed_from_the_catalogue_in_the_dashboard_and_the_monitor(
                     continue
                 chart = view[m.id]
                 top = m.top(d.get(m.y_max_field) for d in latest) if m.y_max_field else m.y_max
+                if top is None:  # no limit known: fitted, with room above the data for the top tick
+                    assert chart.y_scale.min == m.y_min and chart.y_scale.max > chart.data_y_range()[1], m.id
+                    continue
                 assert (chart.y_scale.min, chart.y_scale.max) == (m.y_min, top), m.id
         assert dash._view.charts["utilization"].y_scale.max == 100.0
         assert dash._view.charts["memory"].y_scale.max and dash._view.charts["power"].y_scale.max
-        assert mon._view.charts["loss"].y_scale.min is None and mon._view.charts["loss"].y_scale.max is None
+        loss = mon._view.charts["loss"]  # fitted to its one value, with room on both sides
+        assert loss.y_scale.min < 1.0 < loss.y_scale.max
     finally:
         mon.finish()
 

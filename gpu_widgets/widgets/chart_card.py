@@ -11,8 +11,11 @@ Line styles (the ``style`` of a view's LineData):
   throttled" -> "throttled") appears once per chart. ``"lost"``: the same, for lost periods.
 - ``"range"``: a band between two curves; ys is 2 x n (low row, high row).
 - ``"band"``: a thick translucent line (the old throttle marker).
-- ``"alert"``: alert episodes (monitor_alerts): a thin line on the same 0-1 scale as the regions
-  (a rule at each start, a bar along the top to its end, NaN between), named once per chart.
+- ``"alert"``: alert episodes (monitor_alerts) as a bar along the top of the plot, on the same
+  0-1 scale as the regions: ys is 2 x n (the bar's lower edge, its upper edge), the two rows equal
+  between episodes. ``"alert_shade"``: a faint shade under the bar over the whole height (ys a
+  0/1 step curve). Neither is in the legend (the header names the alerts) and their colour follows
+  the theme (theme.themed). Both are drawn under every other mark, so data near the top shows.
 """
 from __future__ import annotations
 
@@ -25,14 +28,18 @@ from ipywidgets import HTML, Layout, VBox
 from . import legend
 from .drawable import clipped
 from .legend import AREA_STYLES, Key
+from .theme import themed
+from .ticks import axis_plan
 
 Extent = tuple[float, float, float, float]  # x min, x max, y min, y max (NaN: no finite point)
 NO_EXTENT: Extent = (np.nan, np.nan, np.nan, np.nan)
 REGIONS = ("region", "lost")
-AREA_OPACITY = {"region": 0.2, "lost": 0.28, "range": 0.18}
+ALERTS = ("alert", "alert_shade")
+AREA_OPACITY = {"region": 0.2, "lost": 0.28, "range": 0.18, "alert": 0.85, "alert_shade": 0.12}
 # Room for tick labels such as "0.0008" on the left and the axis label below; the title and the
-# legend are HTML above the figure, so the top needs only a few pixels for a line at the maximum.
-FIG_MARGIN = {"top": 8, "bottom": 36, "left": 56, "right": 14}
+# legend are HTML above the figure, so the top needs room for half a tick label only (a fixed
+# top such as 100 % has its tick on the plot's edge; fitted tops get room inside: ticks.axis_plan).
+FIG_MARGIN = {"top": 12, "bottom": 36, "left": 56, "right": 14}
 
 
 def array(values: Sequence[float]) -> np.ndarray:
@@ -119,6 +126,19 @@ class Chart:
     def x_range(self) -> tuple[float, float]:
         return span([e[0] for e in self.extents.values()], [e[1] for e in self.extents.values()])
 
+    def fit_y(self, count: int) -> tuple[float, ...]:
+        """The y ticks to show; the fitted ends of the scale (those without a fixed y_min/y_max) set
+        so the data, a 0 near them and room above the top tick are in view (ticks.axis_plan)."""
+        ticks, bottom, top = axis_plan(*self.y_range(), count, self.y_min is not None, self.y_max is not None)
+        free = [(end, value) for end, value, fixed in (("min", bottom, self.y_min), ("max", top, self.y_max))
+                if fixed is None and value == value and getattr(self.y_scale, end) != value]
+        if free:
+            with self.y_scale.hold_sync():
+                self.y_scale.allow_padding = False  # the ends are set here
+                for end, value in free:
+                    setattr(self.y_scale, end, value)
+        return ticks
+
     def fit_fixed_ends(self) -> None:
         """Fixed ends stay put unless the data goes past them; sent only when they move."""
         lo, hi = self.data_y_range()
@@ -140,15 +160,18 @@ class Chart:
             return mark, False
         scales = {"x": self.x_scale, "y": self.y_scale}
         common = dict(x=np.zeros(0), y=np.zeros(0), labels=[name], display_legend=False)
-        if style in REGIONS or style == "alert":
+        if style in REGIONS or style in ALERTS:
             if self.area_scale is None:
                 self.area_scale = LinearScale(min=0.0, max=1.0, allow_padding=False)
-        if style == "alert":
-            mark = Lines(**common, scales={"x": self.x_scale, "y": self.area_scale}, colors=[line_color],
-                         stroke_width=1.5, opacities=[0.9])
-        elif style in REGIONS:
-            mark = Lines(**common, scales={"x": self.x_scale, "y": self.area_scale}, colors=[line_color],
-                         fill="bottom", fill_colors=[line_color], fill_opacities=[AREA_OPACITY[style]],
+        if style == "alert":  # a band between two rows: the bar's lower and upper edges
+            shade = themed(line_color)
+            mark = Lines(**{**common, "y": np.zeros((2, 0))}, scales={"x": self.x_scale, "y": self.area_scale},
+                         colors=[shade, shade], fill="between", fill_colors=[shade],
+                         fill_opacities=[AREA_OPACITY[style]], opacities=[0.0, 0.0], stroke_width=0)
+        elif style in REGIONS or style == "alert_shade":
+            shade = themed(line_color) if style == "alert_shade" else line_color
+            mark = Lines(**common, scales={"x": self.x_scale, "y": self.area_scale}, colors=[shade],
+                         fill="bottom", fill_colors=[shade], fill_opacities=[AREA_OPACITY[style]],
                          opacities=[0.0], stroke_width=0)
         elif style == "range":
             mark = Lines(**{**common, "y": np.zeros((2, 0))}, scales=scales, colors=[line_color, line_color],
@@ -159,13 +182,17 @@ class Chart:
             mark = Lines(**common, scales=scales, colors=[line_color], line_style="solid" if band else style,
                          stroke_width=6 if band else 1.6, opacities=[0.6 if band else 1.0])
         self.lines[name] = mark
-        self.keys[name] = Key(name, line_color, style, shown=style not in REGIONS and style != "alert")
+        self.keys[name] = Key(name, line_color, style, shown=style not in REGIONS and style not in ALERTS)
         return mark, True
 
     def marks_in_order(self) -> list[Lines]:
-        """Shaded areas first: lines are drawn over them."""
+        """Alert marks first, then shaded areas: lines are drawn over them."""
         keys = self.keys
-        return sorted(self.lines.values(), key=lambda m: keys[m.labels[0]].style not in AREA_STYLES)
+
+        def layer(mark: Lines) -> int:
+            style = keys[mark.labels[0]].style
+            return 0 if style in ALERTS else 1 if style in AREA_STYLES else 2
+        return sorted(self.lines.values(), key=layer)
 
     def set_data(self, name: str, xs: Sequence[float], ys: Sequence[float]) -> None:
         mark, key = self.lines[name], self.keys[name]
@@ -179,8 +206,9 @@ class Chart:
             mark.x, mark.y = sx, sy
             self.extents[name] = extent(x, x)[:2] + (np.nan, np.nan)
             return
-        if key.style == "alert":  # on its own 0-1 scale: only its x counts for the axes
-            key.shown = bool(x.size)
+        if key.style in ALERTS:  # on its own 0-1 scale: only its x counts for the axes; never a key
+            if key.style == "alert" and (y.ndim != 2 or y.shape != (2, x.shape[0])):
+                raise ValueError(f"the alert mark {name!r} needs ys of shape (2, {x.shape[0]}), got {y.shape}")
             mark.x, mark.y = x, y
             self.extents[name] = extent(x, x)[:2] + (np.nan, np.nan)
             return

@@ -44,7 +44,7 @@ GPU_IDLE_BETWEEN = 50.0
 GPU_RECENT_S = 10.0  # "the GPU lately": its samples of the last 10 s
 CHART = "data_wait"
 CHART_TITLE = "data wait (%)"
-LINE = "data wait"
+LINE = "now"  # the latest half-second bin; the header's figure is over the last 50 steps
 COLOR = "#6a1b9a"
 
 
@@ -233,10 +233,10 @@ def diagnose(share: float | None, gpu_busy: float | None) -> Advice | None:
     if share is None:
         return None
     if share >= INPUT_BOUND and (gpu_busy is None or gpu_busy < GPU_BUSY):
-        gpu = "" if gpu_busy is None else f" while the GPU was busy only {gpu_busy:.0f}% of the time"
+        gpu = "" if gpu_busy is None else f" while the GPU was busy only {gpu_busy:.0f} % of the time"
         return Advice(
             "input-bound",
-            f"Input-bound: the loop spent {share:.0%} of each step waiting for its data{gpu}. Feed it faster: "
+            f"Input-bound: the loop spent {100 * share:.0f} % of each step waiting for its data{gpu}. Feed it faster: "
             "more DataLoader workers (num_workers=4 or more, persistent_workers=True), pin_memory=True, "
             "prefetching (prefetch_factor), or a faster data format (pre-decoded, memory-mapped or "
             "pre-tokenized data instead of decoding files every step).",
@@ -244,8 +244,8 @@ def diagnose(share: float | None, gpu_busy: float | None) -> Advice | None:
     if share < CPU_BOUND and gpu_busy is not None and gpu_busy < GPU_IDLE_BETWEEN:
         return Advice(
             "cpu-bound",
-            f"CPU-bound: the data is ready ({share:.0%} of each step waiting for it), yet the GPU was busy only "
-            f"{gpu_busy:.0f}% of the time: it idles between kernels while Python prepares the next ones. "
+            f"CPU-bound: the data is ready ({100 * share:.0f} % of each step waiting for it), yet the GPU was busy "
+            f"only {gpu_busy:.0f} % of the time: it idles between kernels while Python prepares the next ones. "
             "A larger batch, fewer small operations and .item() calls per step, torch.compile or CUDA graphs "
             "give it more work per launch.",
         )

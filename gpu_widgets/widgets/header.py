@@ -18,6 +18,7 @@ from ..metrics.catalogue import DASHBOARD, MONITOR, Metric, shown_in
 from ..metrics.fields import GPM_FIELDS
 from . import units
 from .advice import Advice
+from .data_wait import WINDOW_STEPS
 from .drawable import short_title
 from ..runs.gpu_trace import DeviceTrace
 from .gpu_cards import device_line, snapshot_device_line
@@ -145,7 +146,8 @@ def progress_html(t: MonitorText) -> str:
     if t.samples_per_s:
         progress.append(stat("samples/s", rate_number(t.samples_per_s)))
     if t.data_wait is not None:
-        progress.append(stat("data wait", f"{t.data_wait:.0%}"))
+        # Over the last 50 steps; the data-wait chart's "now" is its latest half second.
+        progress.append(stat("data wait", f"{100 * t.data_wait:.0f} %", f"last {WINDOW_STEPS} steps"))
     if t.elapsed_s is not None:
         progress.append(stat("elapsed", units.duration(t.elapsed_s)))
     if t.total_steps and t.steps_per_s and t.steps_done is not None and t.status == "running":
@@ -166,7 +168,7 @@ def alerts_html(t: MonitorText) -> str:
     if t.alerts_ended:
         n = t.alerts_ended
         out.append(f'<div class="gpuw-muted gpuw-alert">{n} alert{"s" if n != 1 else ""} ended this run '
-                   "(marked on the GPU charts)</div>")
+                   "(the bars along the top of their GPU charts)</div>")
     if t.alerts_problem:
         out.append(f'<div class="gpuw-muted">{escape(t.alerts_problem)}</div>')
     return "".join(out)

@@ -8,6 +8,12 @@ another process. The idle-kernel rule does not apply inside a training run: it l
 kernel that holds memory on a GPU nobody uses, and a running loop is that kernel at work, so no
 kernel attribution is given to the rules and that rule never fires.
 
+On the charts an episode is a bar along the top of the plot over its span, with a faint shade
+under it, on the chart of its metric only (memory full: GPU memory; hot: GPU temperature;
+throttled: GPU busy, where the throttled stretches are shaded), and on every GPU chart for a lost
+GPU. The bar sits on a 0-1 scale of its own, under the data, and is not in the legend: a mark
+never reads as a series. The header lists the open episodes of the GPUs the run uses.
+
 Each episode (kind, GPU, start, end: None while it lasts) goes to the run log's alerts.jsonl, a
 line when it opens and another when it ends (the latest line of an id wins), so load(), follow()
 and the PNG show what the live run showed.
@@ -29,19 +35,53 @@ from .view import LineData
 
 MAX_KEPT = 500  # episodes a run keeps (the oldest ended ones go first); ``ended`` counts them all
 MAX_MARKS = 100  # episodes drawn on the charts: the latest ones
-# Deep tones, so a thin rule reads against the light orange and grey shading of throttled and
-# lost stretches, and against the GPU lines (the palette's mid tones).
-KIND_COLORS = {"lost": "#b71c1c", "throttle": "#bf360c", "temperature": "#880e4f", "memory": "#4a148c"}
+# Deep tones on a light theme, light ones on a dark theme (theme.DARK_VARIANTS holds both).
+KIND_COLORS = {"lost": "#c62828", "throttle": "#e65100", "temperature": "#ad1457", "memory": "#6a1b9a"}
 KIND_WORDS = {"lost": "lost", "throttle": "throttled", "temperature": "hot", "memory": "memory full"}
-# The height of each kind's bar on the chart's 0-1 scale: just under the top edge, a step apart,
-# so episodes of different kinds at the same time stay apart.
+# The sample field of the chart each kind is drawn on; a kind not named here ("lost") goes on
+# every GPU chart.
+KIND_FIELDS = {"memory": "memory_used_bytes", "temperature": "temperature_c", "throttle": "utilization_gpu_percent"}
+# The old path (spans, the static PNG): each kind's bar height on the plot's 0-1 height.
 KIND_TOPS = {"lost": 0.97, "throttle": 0.93, "temperature": 0.89, "memory": 0.85}
+BAR = 0.06  # the bar's height: the top 6 % of the plot (~10 px of a 220 px chart)
+MIN_WIDTH_S = 0.5  # an episode that just opened still shows
 FILE_KEYS = ("id", "kind", "severity", "gpu", "uuid", "start", "end", "message")
 NO_OWNERS: Mapping[int, Any] = {}  # no kernel attribution: the idle-kernel rule stays silent
 
 
 def mark_name(kind: str) -> str:
     return f"alert: {KIND_WORDS.get(kind, kind)}"
+
+
+def shade_name(kind: str) -> str:
+    return f"{mark_name(kind)} (shade)"
+
+
+def charts_for(kind: str, charts: Sequence[Any]) -> list[Any]:
+    """The GPU charts (monitor_charts.GpuChart) an episode of ``kind`` is drawn on."""
+    field = KIND_FIELDS.get(kind)
+    return [c for c in charts if field is None or c.metric.field == field]
+
+
+def bar_paths(intervals: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Episodes ([start, end], sorted, not overlapping) as (x, bar rows 2 x n, shade) on a 0-1
+    height: each a box from its start to its end, nothing between (the rows meet at the top)."""
+    xs = np.repeat(np.asarray(intervals, np.float32).reshape(-1, 2), 2, axis=1).ravel()
+    n = len(intervals)
+    low = np.tile(np.array([1.0, 1.0 - BAR, 1.0 - BAR, 1.0], np.float32), n)
+    shade = np.tile(np.array([0.0, 1.0, 1.0, 0.0], np.float32), n)
+    return xs, np.stack([low, np.ones_like(low)]), shade
+
+
+def merged_spans(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        end = max(end, start + MIN_WIDTH_S)
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 class MonitorAlerts:
@@ -54,10 +94,11 @@ class MonitorAlerts:
         self.states: dict[int, GpuState] = {}
         self.episodes: dict[str, dict[str, Any]] = {}  # id -> episode, in the order they opened
         self.ended = 0  # episodes that ended this run, kept or not
+        self.ended_per_gpu: dict[Any, int] = {}  # the same, per GPU index
         self.version = 0  # counts the changes, for redraws
         self.unsaved: list[dict[str, Any]] | None = None  # lines for alerts.jsonl, while the run log is on
         self.problem: str | None = None  # the evaluation failed once: alerts are off for this run
-        self._drawn: dict[tuple[str, str], str] = {}  # (chart, mark) -> colour, as last sent
+        self._drawn: dict[tuple[str, str], tuple[str, str]] = {}  # (chart, mark) -> (colour, style) sent
         self._drawn_key: Any = None
 
     # -- in -----------------------------------------------------------------------------------
@@ -85,6 +126,7 @@ class MonitorAlerts:
         self.episodes[e["id"]] = e
         if e["end"] is not None and (old is None or old["end"] is None):
             self.ended += 1
+            self.ended_per_gpu[e["gpu"]] = self.ended_per_gpu.get(e["gpu"], 0) + 1
         self.version += 1
         if save and self.unsaved is not None:
             self.unsaved.append(e)
@@ -103,11 +145,18 @@ class MonitorAlerts:
     def open_now(self) -> list[dict[str, Any]]:
         return [e for e in self.episodes.values() if e["end"] is None]
 
+    def ended_on(self, devices: Sequence[DeviceTrace]) -> int:
+        """Episodes that ended this run on these GPUs."""
+        return sum(self.ended_per_gpu.get(d.index, 0) for d in devices)
+
     def header_lines(self, devices: Sequence[DeviceTrace], live: bool) -> list[tuple[str, str]]:
-        """(severity, short line) for each open episode: "GPU 1 lost since 14:02:11 UTC"."""
+        """(severity, short line) for each open episode of ``devices`` (the GPUs the run uses):
+        "GPU 1 lost since 14:02:11 UTC"."""
         latest = {d.index: d.latest for d in devices}
         out = []
         for e in self.open_now():
+            if e["gpu"] not in latest:
+                continue  # a GPU this run does not use (any more): the sidebar tells its owner
             when = f"since {clock(e['start'])}" if live else f"from {clock(e['start'])} to the end of the run"
             out.append((e.get("severity") or "warning", f"{short_what(e, latest.get(e['gpu'], {}))} {when}"))
         return out
@@ -129,25 +178,38 @@ class MonitorAlerts:
             ys += [0.0, top, top, math.nan]
         return {kind: (np.asarray(xs, np.float32), np.asarray(ys, np.float32)) for kind, (xs, ys) in paths.items()}
 
-    def lines(self, charts: Sequence[Any], devices: Sequence[DeviceTrace], t0: float | None) -> list[LineData]:
-        """The marks on every GPU chart that has data, sent only when they change; a mark with no
-        episode left is sent empty (a mark keeps the last data it was sent)."""
-        names = [c.name for c in charts if any(c.lines[0][0] in d.curves and d.curves[c.lines[0][0]].count for d in devices)]
+    def intervals(self, devices: Sequence[DeviceTrace], t0: float) -> dict[str, list[tuple[float, float]]]:
+        """Per kind, the latest MAX_MARKS episodes of the GPUs shown as merged [start, end] in
+        seconds since ``t0`` (an open one: to the latest sample)."""
+        shown = {d.index for d in devices}
         last = max((d.last_t for d in devices if d.last_t is not None), default=None)
-        key = (self.version, tuple(names), tuple(d.index for d in devices), t0,
+        found: dict[str, list[tuple[float, float]]] = {}
+        for e in [e for e in self.episodes.values() if e["gpu"] in shown][-MAX_MARKS:]:
+            end = e["end"] if e["end"] is not None else max(last if last is not None else e["start"], e["start"])
+            found.setdefault(e["kind"], []).append((e["start"] - t0, end - t0))
+        return {kind: merged_spans(spans) for kind, spans in found.items()}
+
+    def lines(self, charts: Sequence[Any], devices: Sequence[DeviceTrace], t0: float | None) -> list[LineData]:
+        """The marks, each kind on the charts of its metric that have data, sent only when they
+        change; a mark with no episode left is sent empty (a mark keeps the last data it was sent)."""
+        drawn = [c for c in charts if any(c.lines[0][0] in d.curves and d.curves[c.lines[0][0]].count for d in devices)]
+        last = max((d.last_t for d in devices if d.last_t is not None), default=None)
+        key = (self.version, tuple(c.name for c in drawn), tuple(d.index for d in devices), t0,
                last if self.open_now() else None)
         if key == self._drawn_key:
             return []
         self._drawn_key = key
-        spans = self.spans(devices, t0 or 0.0)
         out: list[LineData] = []
-        for chart in names:
-            for kind, (xs, ys) in spans.items():
-                out.append((chart, mark_name(kind), KIND_COLORS.get(kind, "#b71c1c"), "alert", xs, ys))
-        now = {(chart, name): colour for chart, name, colour, _, _, _ in out}
+        for kind, spans in self.intervals(devices, t0 or 0.0).items():
+            xs, bar, shade = bar_paths(spans)
+            colour = KIND_COLORS.get(kind, KIND_COLORS["lost"])
+            for chart in charts_for(kind, drawn):
+                out.append((chart.name, shade_name(kind), colour, "alert_shade", xs, shade))
+                out.append((chart.name, mark_name(kind), colour, "alert", xs, bar))
+        now = {(chart, name): (colour, style) for chart, name, colour, style, _, _ in out}
         empty = np.zeros(0, np.float32)
-        out += [(chart, name, colour, "alert", empty, empty)
-                for (chart, name), colour in self._drawn.items() if (chart, name) not in now]
+        out += [(chart, name, colour, style, empty, np.zeros((2, 0), np.float32) if style == "alert" else empty)
+                for (chart, name), (colour, style) in self._drawn.items() if (chart, name) not in now]
         self._drawn.update(now)
         return out
 

@@ -104,6 +104,8 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
     diagnosis = diagnose(share, recent_busy(devices) if ours else None)
     energy = run_energy(devices, gpus.uses_no_gpu(records.tensor_devices))
     alerts = gpus.alerts
+    # Alerts of the GPUs the run uses: a summary shows others' GPUs (the sidebar tells their owners).
+    used = [] if summary else devices
     return render_monitor(MonitorText(
         title=title, status=run.state, status_detail=None if detail is None else detail[:400],
         steps_done=steps_done(records), rows=records.size, total_steps=progress.total_steps,
@@ -114,6 +116,6 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
         backend_status=backend_status, backend_reason=backend_reason, config_error=gpus.config_error,
         devices=devices, torch=gpus.torch, errors=run.errors, summary=summary, advice=advice,
         notes=notes, run_dir=str(run_dir) if run_dir is not None else None,
-        data_wait=share, diagnosis=diagnosis, alerts=alerts.header_lines(devices, running),
-        alerts_ended=alerts.ended, alerts_problem=alerts.problem,
+        data_wait=share, diagnosis=diagnosis, alerts=alerts.header_lines(used, running),
+        alerts_ended=alerts.ended_on(used), alerts_problem=alerts.problem,
     ))

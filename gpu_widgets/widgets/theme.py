@@ -23,6 +23,25 @@ FONT = "var(--jp-ui-font-family, -apple-system, 'Segoe UI', Roboto, sans-serif)"
 MUTED = "var(--jp-ui-font-color2, #616161)"
 TEXT = "var(--jp-ui-font-color1, #212121)"
 
+# Colours that must read on white and on a dark theme's near-black (alert marks, monitor_alerts):
+# the deep tone is the light theme's (and the fallback), the light tone the dark theme's. A mark
+# takes ``themed(colour)``, a CSS variable set below, so a theme switch recolours it with no resend.
+DARK_VARIANTS = {
+    "#c62828": "#ef5350",  # lost
+    "#e65100": "#ffa726",  # throttled
+    "#ad1457": "#f06292",  # hot
+    "#6a1b9a": "#ce93d8",  # memory full
+}
+
+
+def themed(color: str) -> str:
+    """``color`` as a theme-aware CSS value when it has a dark variant, else as given."""
+    return f"var(--gpuw-c-{color.lstrip('#')}, {color})" if color in DARK_VARIANTS else color
+
+
+DARK_CSS = "[data-jp-theme-light='false'] .gpuw {{ {} }}\n".format(
+    " ".join(f"--gpuw-c-{light.lstrip('#')}: {dark};" for light, dark in DARK_VARIANTS.items()))
+
 CHART_CSS = f"""
 .gpuw-charts {{ gap: 8px; }}
 .gpuw-chart {{
@@ -69,7 +88,7 @@ CHART_CSS = f"""
 
 def css() -> str:
     """Everything the widgets style: the charts' cards and the header (header_css)."""
-    return CHART_CSS + HEADER_CSS
+    return CHART_CSS + DARK_CSS + HEADER_CSS
 
 
 def style_widget() -> HTML:

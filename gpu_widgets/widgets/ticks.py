@@ -52,3 +52,35 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> tuple[float, ...]:
     first = math.ceil(lo / step - 1e-9)
     last = math.floor(hi / step + 1e-9)
     return tuple(round(k * step, decimals) + 0.0 for k in range(first, last + 1))
+
+
+# A fitted axis whose data start this close to 0 (as a share of the other end) starts at 0, so
+# loss and learning-rate charts get a "0" label to read the rest against.
+NEAR_ZERO = 0.25
+# Room beyond the outermost tick of a fitted end, as a share of the span: the tick's label sits
+# inside the plot instead of on its frame ("1", "0.001" half cut off at the top).
+END_PAD = 0.06
+F32_MAX = float(3.4028234663852886e38)  # the charts draw in float32 (drawable): no end past it
+
+
+def axis_plan(lo: float, hi: float, count: int, fixed_low: bool = False,
+              fixed_high: bool = False) -> tuple[tuple[float, ...], float, float]:
+    """(ticks, bottom, top) for an axis showing ``lo``..``hi``. A fixed end (0 %, 100 %, a memory
+    total) stays where it is; a fitted one goes to 0 when the data start near it, else gets
+    ``END_PAD`` of room beyond the data, so no tick sits on the frame. Ends not finite: as given."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return nice_ticks(lo, hi, count), lo, hi
+    if hi < lo:
+        lo, hi = hi, lo
+    if not fixed_low and 0.0 < lo <= NEAR_ZERO * hi:
+        lo = 0.0
+    if not fixed_high and NEAR_ZERO * lo <= hi < 0.0:
+        hi = 0.0
+    ticks = nice_ticks(lo, hi, count)
+    span = hi / 2 - lo / 2  # half the span: never overflows
+    if span <= abs(hi) * 1e-9:  # flat: room on both sides, a span of its own size (or 1)
+        span = abs(hi) / 20 or 0.5
+    pad = min(2.0 * span * END_PAD, F32_MAX)
+    bottom = lo if fixed_low or lo == 0.0 else max(-F32_MAX, lo - pad)
+    top = hi if fixed_high else min(F32_MAX, hi + pad)  # a 0 at the top needs room too
+    return ticks, bottom, top

@@ -156,7 +156,7 @@ class ChartsView:
         axes: list[tuple[Axis, tuple[float, ...]]] = []
         on_time: list[Chart] = []
         for chart in charts:
-            axes.append((chart.y_axis, nice_ticks(*chart.y_range(), Y_TICKS)))
+            axes.append((chart.y_axis, chart.fit_y(Y_TICKS)))  # and the fitted ends of its y scale
             if chart.x_scale is not self.time_scale:
                 axes.append((chart.x_axis, nice_ticks(*chart.x_range(), X_TICKS)))
             elif not on_time:
