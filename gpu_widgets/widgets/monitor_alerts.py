@@ -41,8 +41,6 @@ KIND_WORDS = {"lost": "lost", "throttle": "throttled", "temperature": "hot", "me
 # The sample field of the chart each kind is drawn on; a kind not named here ("lost") goes on
 # every GPU chart.
 KIND_FIELDS = {"memory": "memory_used_bytes", "temperature": "temperature_c", "throttle": "utilization_gpu_percent"}
-# The old path (spans, the static PNG): each kind's bar height on the plot's 0-1 height.
-KIND_TOPS = {"lost": 0.97, "throttle": 0.93, "temperature": 0.89, "memory": 0.85}
 BAR = 0.06  # the bar's height: the top 6 % of the plot (~10 px of a 220 px chart)
 MIN_WIDTH_S = 0.5  # an episode that just opened still shows
 FILE_KEYS = ("id", "kind", "severity", "gpu", "uuid", "start", "end", "message")
@@ -162,22 +160,6 @@ class MonitorAlerts:
         return out
 
     # -- out: the charts ----------------------------------------------------------------------
-    def spans(self, devices: Sequence[DeviceTrace], t0: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Per kind, the latest MAX_MARKS episodes of the GPUs shown as one path on a 0-1 scale:
-        a rule at the start, a bar along the top to the end (an open one: to the latest sample),
-        NaN between episodes. x in seconds since ``t0``."""
-        shown = {d.index for d in devices}
-        last = max((d.last_t for d in devices if d.last_t is not None), default=None)
-        chosen = [e for e in self.episodes.values() if e["gpu"] in shown][-MAX_MARKS:]
-        paths: dict[str, tuple[list[float], list[float]]] = {}
-        for e in chosen:
-            end = e["end"] if e["end"] is not None else max(last if last is not None else e["start"], e["start"])
-            xs, ys = paths.setdefault(e["kind"], ([], []))
-            top = KIND_TOPS.get(e["kind"], 0.81)
-            xs += [e["start"] - t0, e["start"] - t0, end - t0, math.nan]
-            ys += [0.0, top, top, math.nan]
-        return {kind: (np.asarray(xs, np.float32), np.asarray(ys, np.float32)) for kind, (xs, ys) in paths.items()}
-
     def intervals(self, devices: Sequence[DeviceTrace], t0: float) -> dict[str, list[tuple[float, float]]]:
         """Per kind, the latest MAX_MARKS episodes of the GPUs shown as merged [start, end] in
         seconds since ``t0`` (an open one: to the latest sample)."""

@@ -5,7 +5,8 @@ the metric catalogue (``shown_in(MONITOR)``: busy % with throttle episodes shade
 sidebar, memory with PyTorch's allocated and reserved, temperature, power), with the catalogue's
 titles and fixed y ranges, each chart's title and legend (with latest values) above its plot. A run
 that timed its steps' wait for data gets the "data wait (%)" chart beside GPU busy, as in the widget. Alert episodes
-(monitor_alerts) are marked on every GPU chart as in the widget: a rule at the start, a bar to the end. Drawn with matplotlib's
+(monitor_alerts) are marked as in the widget: a bar along the top of their metric's chart (every GPU chart for a
+lost GPU) over a faint shade, never in a legend. Drawn with matplotlib's
 object API on the Agg canvas, never ``pyplot``: no global figure state, no interference with the
 user's own plots or backend.
 """
@@ -19,7 +20,7 @@ from typing import Any, Callable
 from .charts import ChartPlan
 from .data_wait import CHART_TITLE as WAIT_TITLE, COLOR as WAIT_COLOR, LINE as WAIT_LINE
 from .gpu_summary import aggregate, merged
-from .monitor_alerts import KIND_COLORS, mark_name
+from .monitor_alerts import BAR, KIND_COLORS, charts_for
 from .monitor_charts import CHART_NAMES, chart_top, gpu_charts
 from ..store.decimator import Decimator
 from ..runs.gpu_trace import GpuTrace
@@ -66,22 +67,28 @@ def _summary(ax: Any, panel: Any, devices: Sequence[Any], max_points: int) -> fl
 
 
 Points = tuple[Sequence[float], Sequence[float]]
+Spans = Sequence[tuple[float, float]]  # [start, end] in seconds since the start
 
 
-def _alert_marks(ax: Any, alerts: dict[str, Points]) -> None:
-    """Each kind's episodes as one path: x in seconds, y on the axes' 0-1 height (never moves the y range)."""
-    for kind, (xs, ys) in alerts.items():
-        ax.plot(xs, ys, color=KIND_COLORS.get(kind, "#b71c1c"), linewidth=1.2, transform=ax.get_xaxis_transform(),
-                label=mark_name(kind))
+def _alert_marks(ax: Any, panel: Any, alerts: dict[str, Spans]) -> None:
+    """Each episode of a kind drawn on ``panel`` as a bar over the top of the plot and a faint shade below
+    it, in axes height (never moves the y range), with no legend entry: it is not a series."""
+    for kind, spans in alerts.items():
+        if not charts_for(kind, [panel]):
+            continue
+        colour = KIND_COLORS.get(kind, KIND_COLORS["lost"])
+        for start, end in spans:
+            ax.axvspan(start, end, ymin=1.0 - BAR, ymax=1.0, color=colour, alpha=0.85, linewidth=0)
+            ax.axvspan(start, end, ymin=0.0, ymax=1.0 - BAR, color=colour, alpha=0.12, linewidth=0)
 
 
 def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
                 time_origin: float | None = None, max_points: int = 2000, summary: bool = False,
-                data_wait: Points | None = None, alerts: dict[str, Points] | None = None) -> Any:
+                data_wait: Points | None = None, alerts: dict[str, Spans] | None = None) -> Any:
     """The matplotlib Figure of the run's charts. ``time_origin``: metrics against seconds since then (the widget's time axis); None: steps.
     ``summary``: the GPUs as one mean line and a min–max band per chart, as the widget draws them.
     ``data_wait``: the data-wait chart's points (seconds since the start, %; ``StepTimes.points``).
-    ``alerts``: per alert kind, its marks' path (``MonitorAlerts.spans``)."""
+    ``alerts``: per alert kind, its episodes as merged [start, end] (``MonitorAlerts.intervals``)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -139,7 +146,7 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
             for k, (start, end) in enumerate(spans):
                 ax.axvspan(start, end, color=REGION_COLOR, alpha=0.2, linewidth=0,
                            label=("throttled (any GPU)" if summary else "throttled") if k == 0 else None)
-        _alert_marks(ax, alerts or {})
+        _alert_marks(ax, panel, alerts or {})
         # The catalogue's fixed range; data past a fixed top widens it (never cut off).
         if m.y_min is not None or top is not None:
             ax.set_ylim(bottom=m.y_min, top=None if top is None else max(top, highest))
@@ -165,7 +172,7 @@ def _wait_chart(ax: Any, points: Points) -> None:
 
 def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
                time_origin: float | None = None, max_points: int = 2000, summary: bool = False,
-               data_wait: Points | None = None, alerts: dict[str, Points] | None = None) -> bytes:
+               data_wait: Points | None = None, alerts: dict[str, Spans] | None = None) -> bytes:
     """The figure of ``draw_figure`` as PNG bytes."""
     fig = draw_figure(title, records, plan, trace, devices, time_origin, max_points, summary, data_wait, alerts)
     buf = io.BytesIO()
