@@ -59,7 +59,9 @@ def record(clock: FakeClock, title: str, steps: int, *, backend=None, run_log=Fa
         backend = SimulatedBackend(n_gpus=2, seed=1)
     backend.open()
     sampler = Sampler(backend, interval_s=1.0, clock=clock)
-    mon = TrainingMonitor(title, display=False, sampler=sampler, run_log=run_log, batch_size=batch_size)
+    # gpus="all": the run's GPUs whatever this process did with PyTorch before ("auto" in a
+    # process without CUDA would make them other people's: "no GPU used", see test_run_keeps.py)
+    mon = TrainingMonitor(title, display=False, sampler=sampler, run_log=run_log, batch_size=batch_size, gpus="all")
     start = clock.t
     for i in range(steps):
         clock.t = start + i / PER_S

@@ -568,7 +568,25 @@ def test_track_without_a_length_and_history():
         mon.log(x=batch)
     assert mon.total_steps is None and mon.step == 9
     history = mon.history
-    assert list(history["x"]) == list(range(10)) and list(history.columns) == ["step", "time", "x"]
+    assert list(history["x"]) == list(range(10))
+    assert list(history.columns) == ["step", "elapsed_s", "wall_time", "x", "time"]
+    # Readable wall time, and the exact epoch seconds kept as logged
+    rows = mon.rows()
+    assert list(history["time"]) == [r["time"] for r in rows]
+    assert list(history["elapsed_s"]) == [r["time"] - mon._run.t0 for r in rows]
+    assert 0 <= history["elapsed_s"].min() <= history["elapsed_s"].max() < 60
+    assert str(history["wall_time"].dt.tz) == "UTC"
+    assert abs(history["wall_time"].iloc[-1].timestamp() - rows[-1]["time"]) <= 0.0005  # to the millisecond
+    assert "e+09" not in history.drop(columns="time").to_string()
+    mon.finish()
+
+
+def test_history_keeps_a_key_named_like_a_derived_column():
+    mon = make(run_log=False)
+    mon.log(loss=1.0, elapsed_s=7.0)
+    history = mon.history
+    assert list(history.columns) == ["step", "wall_time", "loss", "elapsed_s", "time"]
+    assert list(history["elapsed_s"]) == [7.0]  # the user's value, not the derived one
     mon.finish()
 
 
@@ -742,5 +760,6 @@ def test_memory_and_power_charts_top_out_at_the_gpus_limits():
     charts = mon._view.charts
     assert charts["gpu_memory"].y_scale.max == 80.0
     assert charts["gpu_power"].y_scale.max == 700.0
-    assert charts["gpu_temperature"].y_scale.max is None  # no limit field: fits the data
+    temp = charts["gpu_temperature"]  # no limit field: fits the data, with room above it
+    assert temp.y_scale.max > temp.data_y_range()[1]
     mon.finish()

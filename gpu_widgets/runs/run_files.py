@@ -5,6 +5,10 @@ a key appears only in the rows it was logged in. Non-finite values are written a
 ``Infinity`` and ``-Infinity`` (Python's ``json`` and ``pandas.read_json`` read them). In CSV an
 empty cell is a key not logged in that row; ``nan``/``inf`` are the values.
 
+Beside a file written by ``save("run.csv")`` (a run directory has its own ``run.json`` and
+``alerts.jsonl``) go ``run.meta.json`` (what ``run.json`` says: batch size, the GPUs used) and,
+for a run that had alerts, ``run.alerts.csv`` (the episodes, their texts as text cells).
+
 GPU samples: one flat object per GPU per sample, ``{"time", "gpu", "name", "backend", <field>...}`` with
 ``throttle_reasons`` as a list (in CSV, the list as JSON). They live beside the steps: in a run
 directory as ``gpu.jsonl``; for ``save("run.csv")`` as ``run.gpu.csv``.
@@ -36,7 +40,8 @@ from .file_reads import RunFileError, line_chunks, not_json, open_regular, parse
 __all__ = ["RunFileError"]  # raised here, defined beside the readers (gpu_widgets.RunFileError)
 FORMATS = (".jsonl", ".csv")
 _INT = re.compile(r"-?\d+\Z")
-_TEXT_COLUMNS = frozenset({"name", "backend"})  # GPU sample files: the GPU's name, where readings came from
+GPU_TEXT = frozenset({"name", "backend"})  # GPU sample files: the GPU's name, where readings came from
+ALERT_TEXT = frozenset({"id", "kind", "severity", "uuid", "message"})  # an alerts file's text cells
 
 
 def check_format(path: Path, verb: str = "save") -> str:
@@ -49,6 +54,16 @@ def check_format(path: Path, verb: str = "save") -> str:
 def gpu_sibling(path: Path) -> Path:
     """Where the GPU samples of a saved run go: ``run.csv`` -> ``run.gpu.csv``."""
     return path.with_name(f"{path.stem}.gpu{path.suffix}")
+
+
+def alerts_sibling(path: Path) -> Path:
+    """Where the alert episodes of a saved run go: ``run.csv`` -> ``run.alerts.csv``."""
+    return path.with_name(f"{path.stem}.alerts{path.suffix}")
+
+
+def meta_sibling(path: Path) -> Path:
+    """Where what run.json would say of a saved run goes: ``run.csv`` -> ``run.meta.json``."""
+    return path.with_name(f"{path.stem}.meta.json")
 
 
 # One encoder for every row: json.dumps with options builds a new one per call (a third of the cost).
@@ -118,17 +133,18 @@ def read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return [r for _, r in rows], notes
 
 
-def read_numbered(path: Path, skipped: list[str] | None = None) -> tuple[Numbered, list[str]]:
+def read_numbered(path: Path, skipped: list[str] | None = None,
+                  text: frozenset[str] = GPU_TEXT) -> tuple[Numbered, list[str]]:
     """``read_rows`` with each row's line number, for messages about its values. A regular file
     only, every line bounded (``file_reads``); with ``skipped``, JSON lines that do not read are
-    left out with a note there instead of raising."""
+    left out with a note there instead of raising. ``text``: the CSV columns read as text."""
     suffix = check_format(path, "load")
     with open_regular(path) as f:
         if suffix == ".jsonl":
             return _read_jsonl(f, path, skipped)
         # CSV: a quoted cell may hold a line end, so the csv module reads the text whole
         pieces = [b"\n".join(lines) + (b"\n" if complete else b"") for _, lines, complete in line_chunks(f, path)]
-    return _read_csv(path, b"".join(pieces))
+    return _read_csv(path, b"".join(pieces), text)
 
 
 def torn_note(path: Path, n: int, why: str) -> str:
@@ -151,7 +167,7 @@ def _read_jsonl(f: Any, path: Path, skipped: list[str] | None) -> tuple[Numbered
     return rows, notes
 
 
-def _read_csv(path: Path, data: bytes) -> tuple[Numbered, list[str]]:
+def _read_csv(path: Path, data: bytes, text_columns: frozenset[str] = GPU_TEXT) -> tuple[Numbered, list[str]]:
     notes: list[str] = []
     try:
         text = data.decode("utf-8")
@@ -178,7 +194,7 @@ def _read_csv(path: Path, data: bytes) -> tuple[Numbered, list[str]]:
     rows: Numbered = []
     for i, (n, cells) in enumerate(records[1:], 2):
         try:
-            rows.append((n, _csv_row(path, n, header, cells)))
+            rows.append((n, _csv_row(path, n, header, cells, text_columns)))
         except RunFileError as exc:
             if i < len(records) or text.endswith("\n"):
                 raise
@@ -186,7 +202,7 @@ def _read_csv(path: Path, data: bytes) -> tuple[Numbered, list[str]]:
     return rows, notes
 
 
-def _csv_row(path: Path, n: int, header: list[str], cells: list[str]) -> dict[str, Any]:
+def _csv_row(path: Path, n: int, header: list[str], cells: list[str], text_columns: frozenset[str]) -> dict[str, Any]:
     if len(cells) != len(header):
         raise RunFileError(f"{path}: line {n} has {len(cells)} cells, the header {len(header)}")
     row = {}
@@ -194,17 +210,17 @@ def _csv_row(path: Path, n: int, header: list[str], cells: list[str]) -> dict[st
         if text == "":
             continue
         try:
-            row[column] = _parse_cell(column, text)
+            row[column] = _parse_cell(column, text, text_columns)
         except (ValueError, RecursionError):
             raise RunFileError(f"{path}: line {n}, column {column!r}: {shown(text)} is not "
                                f"{'a JSON list' if column == 'throttle_reasons' else 'a number'}") from None
     return row
 
 
-def _parse_cell(column: str, text: str) -> Any:
+def _parse_cell(column: str, text: str, text_columns: frozenset[str]) -> Any:
     if column == "throttle_reasons":
         return json.loads(text)
-    if column in _TEXT_COLUMNS:
+    if column in text_columns:
         return _untext(text)
     if _INT.match(text):
         return int(text)

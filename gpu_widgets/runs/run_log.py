@@ -5,7 +5,8 @@ Location: ``$GPU_WIDGETS_RUN_DIR``, else ``<user data dir>/gpu-widgets/runs``
 on macOS, ``%LOCALAPPDATA%\\gpu-widgets\\runs`` on Windows). One directory per run::
 
     20261202-153012-my-model-3f9a1c/
-        run.json      title, times, status, batch size, backend, GPUs (rewritten on each status change)
+        run.json      title, times, status, batch size, GPUs used, steps (rewritten on each status
+                      change, and when the batch size or the GPUs used become known)
         steps.jsonl   one flat object per log() call (see run_files)
         gpu.jsonl     one flat object per GPU per sample
         data_wait.jsonl  the steps' wait for data, one object per half second of timed steps
@@ -127,9 +128,13 @@ def prune(root: Path, max_bytes: int, keep: Path | None = None, now: float | Non
 
 
 def write_meta(run_dir: Path, meta: Mapping[str, Any]) -> None:
-    tmp = run_dir / f".{META}.tmp"
-    tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
-    os.replace(tmp, run_dir / META)  # readers never see half a file
+    write_json(run_dir / META, meta)
+
+
+def write_json(path: Path, obj: Mapping[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1), encoding="utf-8")
+    os.replace(tmp, path)  # readers never see half a file
 
 
 class RunLog:

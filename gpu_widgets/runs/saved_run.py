@@ -1,7 +1,8 @@
 """Reading a finished (or killed) run back: a run-log directory, its steps.jsonl, or a file
 written by ``TrainingMonitor.save()`` with its GPU samples beside it. A run-log directory may also
 hold ``data_wait.jsonl`` (the steps' wait for data) and ``alerts.jsonl`` (alert episodes); run
-logs written before they existed load without them.
+logs written before they existed load without them. A saved file may have ``.meta.json`` (run.json's
+fields) and ``.alerts.csv``/``.alerts.jsonl`` beside it (``run_files``).
 
 Every file is untrusted (``file_reads``: regular files only, lines bounded). The steps go straight
 into the compact columns a live run fills (``Records``), a chunk of lines at a time, so loading
@@ -20,9 +21,10 @@ from typing import Any, Callable
 from .file_reads import line_chunks, open_regular, parse_lines
 from .gpu_trace import FIELDS, TORCH_FIELDS
 from .records import Records
-from .run_files import RunFileError, as_float, check_format, gpu_sibling, read_numbered, shown, step_row, torn_note
+from .run_files import (ALERT_TEXT, GPU_TEXT, RunFileError, alerts_sibling, as_float, check_format, gpu_sibling, meta_sibling,
+                        read_numbered, shown, step_row, torn_note)
 from .run_log import ALERTS, DATA_WAIT, GPU, META, STEPS
-from .run_meta import read_meta
+from .run_meta import read_meta, read_meta_file
 
 MAX_NOTES_PER_FILE = 20  # a file of a million bad lines says so in a few lines, not a million
 
@@ -76,12 +78,15 @@ def read_run(path: str | os.PathLike) -> SavedRun:
         if not _exists(p):
             raise FileNotFoundError(f"no such run or file: {p}")
         check_format(p, "load")
-        meta, steps_path, gpu_path = {}, p, gpu_sibling(p)
+        meta, meta_notes = read_meta_file(meta_sibling(p))  # save() writes it; a file of your own has none
+        notes.extend(meta_notes)
+        steps_path, gpu_path = p, gpu_sibling(p)
     run = SavedRun(run_dir or p, meta, read_steps(steps_path, notes), notes=notes)
     run.gpu_rows = _side_file(gpu_path, _gpu_row, notes)
     if run_dir is not None:
         run.data_wait_rows = _side_file(run_dir / DATA_WAIT, data_wait_row, notes)
-        run.alert_rows = _side_file(run_dir / ALERTS, alert_row, notes)
+    run.alert_rows = _side_file(run_dir / ALERTS if run_dir is not None else alerts_sibling(p), alert_row, notes,
+                                ALERT_TEXT)
     for note in run.notes:  # a script that loads a run sees them too, not only the widget
         warnings.warn(f"TrainingMonitor.load: {note}", RuntimeWarning, stacklevel=3)
     if meta.get("error"):
@@ -119,12 +124,13 @@ def _append(records: Records, rows: list[tuple[int, dict[str, Any]]], path: Path
             raise RunFileError(f"{path}: line {n}: {exc}") from None
 
 
-def _side_file(path: Path, check: Callable[[dict[str, Any], str], dict[str, Any]], notes: list[str]) -> list[dict[str, Any]]:
+def _side_file(path: Path, check: Callable[[dict[str, Any], str], dict[str, Any]], notes: list[str],
+               text: frozenset[str] = GPU_TEXT) -> list[dict[str, Any]]:
     """A side file's rows that read and pass ``check``; the rest are notes (at most
-    MAX_NOTES_PER_FILE, then a count). Absent: no rows, no note."""
+    MAX_NOTES_PER_FILE, then a count). Absent: no rows, no note. ``text``: its CSV text columns."""
     skipped: list[str] = []
     try:
-        rows, torn = read_numbered(path, skipped)
+        rows, torn = read_numbered(path, skipped, text)
     except FileNotFoundError:
         return []
     except (OSError, RunFileError) as exc:  # not a regular file, unreadable, a damaged CSV

@@ -6,7 +6,9 @@ Each becomes a ``ComparedRun``: its logged rows in ``Records`` and its GPU sampl
 ``GpuTrace`` whose x = 0 is the run's start, the same structures the monitor draws from, so the
 comparison reuses the monitor's decimation and totals.
 
-The summary's energy: per GPU, the difference of NVML's energy counter (``energy_j``) between its
+The summary's energy and peak memory count the GPUs the run used (run.json's ``gpus_used``, the
+GPUs its live header counted): a run that used none (``[]``) says "no GPU used", as the header
+does, since the GPUs it recorded are other people's work. Per GPU the energy is the difference of NVML's energy counter (``energy_j``) between its
 first and last sample; a GPU without the counter has its power integrated over time (trapezoids,
 gaps longer than ``MAX_GAP_S`` left out). ``energy_from`` says which.
 """
@@ -25,6 +27,7 @@ from ..runs.records import Records
 from ..runs.saved_run import read_run
 from .drawable import short_title
 from .monitor_header import steps_done
+from .run_energy import NO_GPU
 from .run_state import State
 from .view import color
 
@@ -47,6 +50,7 @@ class ComparedRun:
     gpu_rows: list[dict[str, Any]]
     color: str = ""
     trace: GpuTrace | None = None
+    gpus_used: list[int] | None = None  # run.json's "gpus_used": [] none, None not known (then all)
 
     @property
     def origin(self) -> float:
@@ -77,8 +81,17 @@ def _from_path(path: str | os.PathLike, n: int) -> ComparedRun:
     records = Records()
     records.extend_rows(saved.rows)
     status = State.saved(saved.meta.get("status"))
+    used = saved.meta.get("gpus_used")
     return ComparedRun("", saved.title, saved.source.resolve(), str(status), saved.started, saved.ended,
-                       saved.meta.get("batch_size"), records, list(saved.gpu_rows))
+                       saved.meta.get("batch_size"), records, own_rows(saved.gpu_rows, used), gpus_used=used)
+
+
+def own_rows(rows: list[dict[str, Any]], used: list[int] | None) -> list[dict[str, Any]]:
+    """The samples of the GPUs the run used (all when none or not known: the live view showed them all)."""
+    if not used:
+        return list(rows)
+    keep = set(used)
+    return [r for r in rows if r["gpu"] in keep]
 
 
 def _from_monitor(mon: Any) -> ComparedRun:
@@ -91,8 +104,9 @@ def _from_monitor(mon: Any) -> ComparedRun:
     started = run.t0 if run.t0 is not None else (min(times) if times else None)
     ended = run.t_end if run.t_end is not None else (max(times) if times else None)
     source = mon.run_dir
+    used = mon._r.gpus.used(mon._records.tensor_devices)["gpus_used"] if mon._trace.devices else None
     return ComparedRun("", mon.title, None if source is None else Path(source).resolve(), str(mon.status),
-                       started, ended, mon.batch_size, records, gpu_rows)
+                       started, ended, mon._r.batch_size(), records, own_rows(gpu_rows, used), gpus_used=used)
 
 
 def gather(runs: Sequence[Any], monitor_type: type) -> list[ComparedRun]:
@@ -190,8 +204,11 @@ def integrated_energy(rows: Iterable[dict[str, Any]]) -> float | None:
 
 
 def energy(run: ComparedRun) -> tuple[float | None, str | None]:
-    """The energy all the run's GPUs used, and how it was found (COUNTER, INTEGRATED or both)."""
+    """The energy the run's GPUs used, and how it was found (COUNTER, INTEGRATED or both; NO_GPU
+    for a run that used none)."""
     assert run.trace is not None
+    if run.gpus_used == [] and run.gpu_rows:  # without samples there is nothing to tell
+        return None, NO_GPU
     total, ways = 0.0, []
     for index, d in sorted(run.trace.devices.items()):
         if d.energy_j is not None and d.energy_first != d.energy_last:
@@ -222,7 +239,8 @@ def summary_row(run: ComparedRun, keys: Sequence[str]) -> dict[str, Any]:
     records, devices = run.records, run.trace.devices.values()
     steps_per_s = records.rate()
     joules, how = energy(run)
-    peaks = [d.memory_peak for d in devices if d.memory_peak is not None]
+    own = run.gpus_used != []  # a run that used no GPU: the memory shown is others'
+    peaks = [d.memory_peak for d in devices if d.memory_peak is not None and own]
     latest = records.latest()
     return {
         "run": run.label,

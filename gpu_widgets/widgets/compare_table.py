@@ -12,13 +12,15 @@ from html import escape
 from typing import Any
 
 from . import units
-from .compare_runs import COUNTER, ComparedRun
+from .compare_runs import COUNTER, NO_GPU, ComparedRun
 from .drawable import short_title
 
 COLUMNS = ("run", "status", "steps", "duration", "steps/s", "samples/s", "energy", "peak memory")
 
 
 def _energy(row: Mapping[str, Any]) -> str:
+    if row["energy_from"] == NO_GPU:
+        return NO_GPU
     text = units.energy(row["energy_j"])
     return text if row["energy_from"] in (None, COUNTER) else f"{text} *"  # *: see the table's note
 
@@ -43,7 +45,7 @@ def table_cells(summary: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> tu
 def energy_note(summary: Sequence[Mapping[str, Any]]) -> str:
     """What the energy column is made of: the GPUs' energy counters, or (marked *) power
     integrated over time where a GPU has no counter."""
-    ways = {row["energy_from"] for row in summary if row["energy_from"]}
+    ways = {row["energy_from"] for row in summary if row["energy_from"] not in (None, NO_GPU)}
     if not ways:
         return "energy: no GPU samples with power or an energy counter"
     if ways == {COUNTER}:

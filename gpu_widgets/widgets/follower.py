@@ -175,6 +175,7 @@ class Follower:
         started = meta.get("started")
         if run.t0 is None and _number(started):
             run.t0 = r.trace.t0 = float(started)
+        r.gpus.adopt_saved(meta)  # which GPUs it uses is written after its first sample
         for name in ("batch_size", "total_steps"):
             try:
                 setattr(progress, name, positive_int(name, meta.get(name)))

@@ -26,10 +26,11 @@ from .batches import checked_samples
 from .compare import CompareRuns
 from .data_wait import DataWaitHooks
 from .follower import follow as _follow
+from .history_frame import history_frame
 from .monitor_header import Progress
 from .monitor_run import MonitorRun
 from .process_gpus import check_choice
-from .run_recording import all_gpu_rows, run_root, save_run
+from .run_recording import all_gpu_rows, run_root
 from .run_state import State
 
 READY, RUNNING, IDLE, FINISHED, FAILED, INTERRUPTED = (
@@ -235,7 +236,7 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
 
     @property
     def history(self) -> Any:
-        """Everything logged: a pandas DataFrame when pandas is installed, else a list of row dicts."""
+        """Everything logged: ``to_pandas()`` when pandas is installed, else a list of row dicts."""
         try:
             return self.to_pandas()
         except ImportError:
@@ -317,12 +318,9 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
         return all_gpu_rows(self._trace, self._run, "all")
 
     def to_pandas(self) -> Any:
-        """The logged rows as a pandas DataFrame (needs pandas)."""
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("to_pandas() needs pandas: pip install pandas") from None
-        return pd.DataFrame(self.rows(), columns=["step", "time", *self.keys])
+        """The logged rows as a pandas DataFrame (needs pandas): ``step``, ``elapsed_s`` (since the
+        start), ``wall_time`` (UTC), the keys, and ``time`` (the exact epoch seconds) last."""
+        return history_frame(self.rows(), self.keys, self._run.t0)
 
     def to_png(self, path: str | os.PathLike | None = None) -> bytes:
         """A static picture of the charts (needs matplotlib), e.g. for a notebook shared as a file."""
@@ -333,9 +331,9 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
         return png
 
     def save(self, path: str | os.PathLike, *, gpu: bool = True) -> Path:
-        """Write the logged rows to ``path`` (.csv or .jsonl); GPU samples beside it
-        (``run.csv`` -> ``run.gpu.csv``) unless ``gpu=False``. Returns the path."""
-        return save_run(path, self.rows, self.keys, self._r.gpu_file_rows if gpu else None)
+        """Write the logged rows to ``path`` (.csv or .jsonl); beside it ``run.meta.json`` and, unless
+        ``gpu=False``, the GPU samples and alerts (``run.gpu.csv``, ``run.alerts.csv``). Returns the path."""
+        return self._r.save(path, self.rows, self.keys, gpu)
 
     follow = classmethod(_follow)  # a run another process writes, live: see follower.follow
 

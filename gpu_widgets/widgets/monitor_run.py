@@ -28,10 +28,10 @@ from .batches import SampleCounter, batch_size_of, device_of
 from .drawable import short_title
 from .final_output import static_bundle
 from .monitor_charts import MonitorCharts, PlotSpec, gpu_charts
-from .monitor_header import Progress, header_html
+from .monitor_header import Progress, header_html, steps_done
 from .process_gpus import Choice
 from .run_gpus import RunGpus
-from .run_recording import RunWriter, all_gpu_rows, run_meta
+from .run_recording import RunWriter, all_gpu_rows, run_meta, save_run
 from .run_state import ENDED, RunState, State
 from .static_image import CachedPng, render_png
 from .view import ChartsView
@@ -64,6 +64,7 @@ class MonitorRun:
         self.charts = MonitorCharts(self.view, plot, x_axis, max_points, gpu_charts(self.trace.curve_specs))
         self.writer.waits = self.charts.waits  # the data-wait bins go to the run log too
         self.writer.alerts = self.gpus.alerts  # and the alert episodes
+        self.writer.facts = self.facts  # and, in run.json, what the run learns as it goes
         self.draw_due = 0.0
         self.cell_rows = -1
         self.display_handle: Any = None
@@ -166,6 +167,17 @@ class MonitorRun:
                 if self.records.size == mark:
                     log()  # the step happened, with nothing logged
 
+    def batch_size(self) -> int | None:
+        """Samples per step: as given, else the first batch track() (or note_batch()) counted."""
+        return self.progress.batch_size or self.samples.first_batch
+
+    def facts(self) -> dict[str, Any]:
+        """run.json's fields the run learns as it goes (on the monitor's thread)."""
+        facts: dict[str, Any] = {"batch_size": self.batch_size()}
+        if self.trace.last_snapshot is not None:  # which GPUs are shown is known from the first sample
+            facts.update(self.gpus.used(self.records.tensor_devices))
+        return facts
+
     # -- the monitor's thread -------------------------------------------------------------------
     def tick(self, final: bool = False, stopping: bool = False) -> None:
         if not self.tick_lock.acquire(timeout=10.0 if final else 0.0):
@@ -255,12 +267,22 @@ class MonitorRun:
         shown = self.gpus.shown()
         return render_png(self.title, self.records, self.charts.plan, self.trace, shown, origin,
                           summary=self.gpus.summarised(), data_wait=self.charts.waits.points(self.run.t0),
-                          alerts=self.gpus.alerts.spans(shown, self.run.t0 or 0.0))
+                          alerts=self.gpus.alerts.intervals(shown, self.run.t0 or 0.0))
 
     def gpu_file_rows(self) -> list[dict[str, Any]]:
         """The GPU samples as files hold them (labels where they change), for save()."""
         self.tick(final=False)
         return all_gpu_rows(self.trace, self.run, "changes")
+
+    def save(self, path: Any, rows: Any, keys: tuple[str, ...], gpu: bool) -> Path:
+        """TrainingMonitor.save(): the rows; beside them the GPU samples and alert episodes
+        (unless ``gpu`` is False) and run.json's fields, so that load() shows what this run shows."""
+        run = self.run  # no title: a saved file is named by its file name, as before
+        meta = {"status": run.state, "started": run.t0, "ended": run.t_end, **self.writer.known_facts(),
+                "total_steps": self.progress.total_steps, "steps": steps_done(self.records),
+                "log_calls": self.records.size}
+        alerts = list(self.gpus.alerts.episodes.values()) if gpu else None
+        return save_run(path, rows, keys, self.gpu_file_rows if gpu else None, alerts, meta)
 
     def show_saved(self, saved: SavedRun) -> None:
         """Show a saved run, read-only (TrainingMonitor.load)."""
@@ -274,6 +296,7 @@ class MonitorRun:
         for r in saved.gpu_rows:
             trace.add_row(r)
         trace.status = "ok" if saved.gpu_rows else None
+        self.gpus.adopt_saved(saved.meta)  # the GPUs its live view showed, shown the same way
         self.charts.waits.add_saved(saved.data_wait_rows, trace.t0)
         self.gpus.alerts.add_saved(saved.alert_rows)
         run.state = State.saved(saved.meta.get("status"))

@@ -26,7 +26,9 @@ class RunGpus:
         self.inbox: deque[dict[str, Any]] = deque(maxlen=3600)  # the sampler's thread appends
         self.torch: TorchState | None = None
         self.config_error: str | None = None
-        self.readonly = False  # a loaded run: every GPU it recorded is shown
+        self.readonly = False  # a loaded run: the GPUs it used (run.json), else every GPU it recorded
+        self.saved_used: frozenset[int] | None = None  # a loaded run's "gpus_used" (None: not known)
+        self.saved_summary = False  # a loaded run's "gpu_summary": its live view showed one summary
         self.alerts = MonitorAlerts()
 
     def connect(self) -> None:
@@ -72,23 +74,42 @@ class RunGpus:
     def watched(self, snap: Mapping[str, Any]) -> frozenset[int] | None:
         return watched(self.choice, snap, self.torch)
 
+    def adopt_saved(self, meta: Mapping[str, Any]) -> None:
+        """A loaded run shows its GPUs as its live view did: run.json's ``gpus_used`` (indices;
+        ``[]``: none, the machine's GPUs were shown) and ``gpu_summary``. Older runs say neither."""
+        used = meta.get("gpus_used")
+        self.saved_used = frozenset(used) if isinstance(used, list) else None
+        self.saved_summary = meta.get("gpu_summary") is True
+
+    def used(self, tensor_devices: set[str]) -> dict[str, Any]:
+        """What run.json keeps of the GPUs, so that load() and compare() show what this view shows."""
+        none = self.uses_no_gpu(tensor_devices)
+        return {"gpus_used": [] if none else [d.index for d in self.shown()], "gpu_summary": self.summarised()}
+
     def shown(self) -> list[DeviceTrace]:
         """The GPUs the charts and the header show, by index."""
         snap = self.trace.last_snapshot
-        keep = None if snap is None or self.readonly else self.watched(snap)
+        if self.readonly:
+            keep = self.saved_used or None  # none used: the machine's GPUs, as the live view showed
+        else:
+            keep = None if snap is None else self.watched(snap)
         return [d for i, d in sorted(self.trace.devices.items()) if keep is None or i in keep]
 
     def summarised(self) -> bool:
         """Many GPUs shown only because this process uses none (``gpus="auto"``): the charts and
-        the header show them as one summary (gpu_summary). A loaded run shows what it recorded."""
-        return not self.readonly and summarised(self.choice, self.trace.last_snapshot, self.torch)
+        the header show them as one summary (gpu_summary). A loaded run: as its live view did."""
+        if self.readonly:
+            return self.saved_summary
+        return summarised(self.choice, self.trace.last_snapshot, self.torch)
 
     def uses_no_gpu(self, tensor_devices: set[str]) -> bool:
         """The GPUs shown are the machine's, none of them this run's: ``gpus="auto"`` fell back to
         all, no tensor reached a GPU, and PyTorch never started CUDA (or, without PyTorch, the
-        summary already says this process uses none). A loaded run cannot tell: False."""
+        summary already says this process uses none). A loaded run: its run.json's ``gpus_used: []``."""
         snap = self.trace.last_snapshot
-        if self.readonly or self.choice != AUTO or snap is None or self.watched(snap) is not None:
+        if self.readonly:
+            return self.saved_used is not None and not self.saved_used
+        if self.choice != AUTO or snap is None or self.watched(snap) is not None:
             return False
         if tensor_devices - {"cpu"}:
             return False

@@ -17,11 +17,12 @@ from typing import Any, Callable
 
 from ..runs.gpu_trace import GpuTrace
 from ..runs.records import Records
-from ..runs.run_files import check_format, gpu_sibling, write_rows
+from ..runs.run_files import alerts_sibling, check_format, gpu_sibling, meta_sibling, write_rows
 from ..runs.run_log import GPU as GPU_FILE
-from ..runs.run_log import RunLog, default_root, enabled_by_env, max_bytes_from_env
+from ..runs.run_log import RunLog, default_root, enabled_by_env, max_bytes_from_env, write_json
 from . import run_state
 from .background import Resources
+from .monitor_header import steps_done
 from .run_state import RunState, State
 
 WRITE_TICK_S = 0.25
@@ -46,10 +47,11 @@ def run_root(run_log: Any) -> Path | None:
 
 
 def run_meta(title: str, started: float | None, batch_size: int | None, total_steps: int | None) -> dict[str, Any]:
-    """run.json of a run that starts now."""
+    """run.json of a run that starts now (``gpus_used`` and ``gpu_summary`` once it has a sample;
+    ``steps`` and ``log_calls`` when it stops)."""
     return {
         "title": title, "status": State.RUNNING, "started": started, "ended": None,
-        "batch_size": batch_size, "total_steps": total_steps,
+        "batch_size": batch_size, "total_steps": total_steps, "gpus_used": None, "gpu_summary": None,
         "pid": os.getpid(), "host": _hostname(), "gpu_widgets_version": _version(),
     }
 
@@ -85,6 +87,8 @@ class RunWriter:
         self.stuck = False  # it once kept log() waiting WAIT_LIMIT_S: never waited for again
         self.waits: Any = None  # the charts' StepTimes (data_wait): its half-second bins go to the run log too
         self.alerts: Any = None  # the run's MonitorAlerts: each episode's start and end go to alerts.jsonl
+        # What the run learns as it goes (track()'s batch size, the GPUs it uses): run.json fields
+        self.facts: Callable[[], dict[str, Any]] | None = None
 
     def open(self, meta: dict[str, Any], resumed: bool) -> None:
         """Start the run log (its directory is made on the monitor's thread: no I/O in the loop)."""
@@ -160,6 +164,7 @@ class RunWriter:
             if self.alerts is not None:
                 rl.write_alerts(self.alerts.take_unsaved())
             rl.flush()
+            self._note_facts(rl)
             self.caught_up(n)
             if self.gpu_window_s is not None and rl.gpu_lines_flushed:
                 trace = self.trace
@@ -177,6 +182,20 @@ class RunWriter:
             self.run.problem(f"run log stopped ({type(exc).__name__}: {exc}); the data stay in memory: "
                              "monitor.save(path) writes them")
 
+    def known_facts(self) -> dict[str, Any]:
+        """``facts()``, or nothing when they cannot be told now (the problem is recorded)."""
+        out: dict[str, Any] = {}
+        if self.facts is not None:
+            self.run.guard("run log", lambda: out.update(self.facts()))  # type: ignore[misc]
+        return out
+
+    def _note_facts(self, rl: RunLog) -> None:
+        """run.json rewritten (atomically) when a fact changed: a few times a run, not per pass,
+        so a killed run's run.json still holds the batch size and GPUs its monitor showed."""
+        changed = {k: v for k, v in self.known_facts().items() if rl.meta.get(k) != v}
+        if changed:
+            rl.update_meta(**changed)
+
     def caught_up(self, n: int) -> None:
         """Rows before ``n`` are on disk: log() may run on until the oldest row after them is two
         passes old (a row logged later than now is younger than now)."""
@@ -190,8 +209,8 @@ class RunWriter:
         rl = self.res.run_log
         if rl is not None and rl.path is not None:
             run = self.run
-            run.guard("closing the run log", rl.close, status=run.state, ended=run.t_end,
-                      steps=self.records.size, error=run.detail())
+            run.guard("closing the run log", rl.close, status=run.state, ended=run.t_end, **self.known_facts(),
+                      steps=steps_done(self.records), log_calls=self.records.size, error=run.detail())
 
     def mark(self) -> None:
         """A run that was not running ended (finish() or fail() after an idle cell): run.json says so."""
@@ -220,9 +239,11 @@ def all_gpu_rows(trace: GpuTrace, run: RunState, labels: str) -> list[dict[str, 
 
 
 def save_run(path: str | os.PathLike, rows: Callable[[], list[dict[str, Any]]], keys: tuple[str, ...],
-             gpu_rows: Callable[[], list[dict[str, Any]]] | None) -> Path:
-    """Write ``rows()`` to ``path`` (.csv or .jsonl) and, when ``gpu_rows()`` gives any, the GPU
-    samples beside it (``run.csv`` -> ``run.gpu.csv``)."""
+             gpu_rows: Callable[[], list[dict[str, Any]]] | None,
+             alerts: list[dict[str, Any]] | None = None, meta: dict[str, Any] | None = None) -> Path:
+    """Write ``rows()`` to ``path`` (.csv or .jsonl) and beside it: when ``gpu_rows()`` gives
+    any, the GPU samples (``run.csv`` -> ``run.gpu.csv``); the ``alerts`` episodes
+    (``run.alerts.csv``); ``meta``, what run.json would say (``run.meta.json``)."""
     p = Path(path).expanduser()
     check_format(p)
     write_rows(p, rows(), ["step", "time", *keys])
@@ -230,4 +251,10 @@ def save_run(path: str | os.PathLike, rows: Callable[[], list[dict[str, Any]]], 
     if samples:
         columns = list(dict.fromkeys(k for r in samples for k in r))
         write_rows(gpu_sibling(p), samples, columns)
+    if alerts:
+        write_rows(alerts_sibling(p), alerts, list(dict.fromkeys(k for r in alerts for k in r)))
+    elif alerts is not None:
+        alerts_sibling(p).unlink(missing_ok=True)  # an earlier save's to this path: not this run's
+    if meta is not None:
+        write_json(meta_sibling(p), meta)
     return p
