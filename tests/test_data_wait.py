@@ -188,7 +188,7 @@ def test_a_pytorch_without_cuda_on_a_machine_with_nvidia_gpus_is_a_loud_warning_
     html = mon.widget.children[0].value
     assert '<div class="gpuw-error"><b>Warning:</b> PyTorch cannot use the GPU: this PyTorch (2.5.1+cpu)' in html
     text = header(mon)
-    assert "built without CUDA (torch.version.cuda is None), and NVML sees 2 NVIDIA GPUs here (GPU 0, GPU 1)" in text
+    assert "built without CUDA (torch.version.cuda is None), and NVML sees 2 NVIDIA GPUs here (GPUs 0 and 1)" in text
     assert "pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu" in text
     assert "model.to('cuda')" not in text  # that advice cannot work with this build
     mon.finish()

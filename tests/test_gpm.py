@@ -14,7 +14,7 @@ import types
 import pytest
 
 from gpu_widgets.backends import SimulatedBackend, parse_faults
-from gpu_widgets.backends.base import GPM_OFF
+from gpu_widgets.backends.base import GPM_OFF, GPM_PENDING
 from gpu_widgets.backends.nvml.backend import NvmlBackend
 from gpu_widgets.backends.nvml.gpm import HELD, NEEDS_HOPPER, OLD_BINDINGS, OLD_DRIVER
 from gpu_widgets.backends.nvml.library import Nvml
@@ -29,7 +29,7 @@ from .test_server_api import get_json, wait_for
 
 GIB = 1 << 30
 ME = os.getpid()
-PENDING = "not read yet (GPM compares two samples one slow interval apart)"
+PENDING = GPM_PENDING
 BUSY_GPU = {"util_gpu": 100, "gpm_sm_util": 87, "gpm_sm_occupancy": 41, "gpm_tensor_util": 63, "gpm_dram_util": 30,
             "procs": [(ME, GIB)], "proc_util": [(ME, 71, 22)]}
 GPM_CALLS = ("nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleGet", "nvmlGpmMetricsGet",

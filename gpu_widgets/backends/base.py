@@ -21,7 +21,7 @@ LOST = "lost"
 # Why the GPM fields and per-process use are null while no view asks for them (Sampler.want_gpm).
 GPM_OFF = "not read: nobody is looking (read only while a view, the API or a snapshot asks for it)"
 USAGE_OFF = GPM_OFF
-GPM_PENDING = "not read yet (GPM compares two samples one slow interval apart)"
+GPM_PENDING = "not read yet (GPM compares two samples; the first figure comes in about a second)"
 
 
 class Backend(ABC):

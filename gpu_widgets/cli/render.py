@@ -8,6 +8,14 @@ from ..metrics.throttle import LABELS, SLOWDOWNS, names_from_mask
 
 GIB = float(1 << 30)
 NA = "n/a"
+READING = "reading…"  # asked for but not read yet (a GPM figure needs two samples): not "n/a"
+
+
+def _gpm_pct(d: dict[str, Any], field: str) -> str:
+    value = d.get(field)
+    if value is None and str((d.get("unavailable") or {}).get(field, "")).startswith("not read yet"):
+        return READING
+    return _pct(value)
 
 
 def _pct(v: Any) -> str:
@@ -82,8 +90,8 @@ def render_snapshot(snap: dict[str, Any], version: str) -> str:
                 str(d["index"]),
                 d.get("name") or NA,
                 _pct(d.get("utilization_gpu_percent")),
-                _pct(d.get("sm_active_percent")),
-                _pct(d.get("tensor_active_percent")),
+                _gpm_pct(d, "sm_active_percent"),
+                _gpm_pct(d, "tensor_active_percent"),
                 _pct(d.get("utilization_memory_percent")),
                 _memory(d),
                 NA if temp is None else f"{temp}C",
@@ -105,7 +113,7 @@ def render_snapshot(snap: dict[str, Any], version: str) -> str:
             lines.append(f"  GPU {d['index']}  pid {p['pid']:<8} {who:<10} {mem:>6} GiB  {use}{what[:80]}")
         for m in d.get("mig_instances") or ():
             lines.append(f"  GPU {d['index']}  MIG {m['index']} (GI {m.get('gpu_instance_id')}, CI "
-                         f"{m.get('compute_instance_id')})  {_memory(m)}  SM act {_pct(m.get('sm_active_percent'))}"
+                         f"{m.get('compute_instance_id')})  {_memory(m)}  SM act {_gpm_pct(m, 'sm_active_percent')}"
                          f"  pids {', '.join(map(str, m.get('pids') or ())) or '-'}")
     missing = sorted(
         {f"{k}: {v}" for d in snap["devices"] if d.get("status") != "lost" for k, v in (d.get("unavailable") or {}).items()}

@@ -30,7 +30,7 @@ from ..sampling.snapshot import aged, with_status
 from ..sampling.stall import STALE
 from ..widgets import leases
 from .summary import summarize, summary_html
-from ..widgets.dashboard import MAX_WINDOW_S, GpuDashboard
+from ..widgets.dashboard import MAX_WINDOW_S, GpuDashboard, wait_for_gpm
 from ..runs.gpu_trace import GpuTrace
 from ..widgets.process_gpus import watched
 from ..widgets.torch_probe import probe
@@ -180,7 +180,13 @@ class GpuWatchMagics(Magics):
                 from ..cli.render import render_snapshot
                 from ..widgets.dashboard import wait_for_sample
 
-                wait_for_sample(sampler)
+                gpm = leases.GpmAsk("gpuwatch")
+                gpm.hold(sampler)  # it looks: SM and tensor activity are read while it waits
+                try:
+                    wait_for_sample(sampler)
+                    wait_for_gpm(sampler)
+                finally:
+                    gpm.release()
                 snap = sampler.latest
                 age, why = sampler.staleness()
                 if why is not None:  # a driver call hangs: the last sample (if any), marked stale

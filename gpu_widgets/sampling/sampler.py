@@ -9,7 +9,10 @@ of those, so slow calls never delay the fast ones.
 
 GPM metrics and per-process use (fields.GPM_FIELDS, ``processes[].sm_percent``) are read on the
 slow thread only while someone asks: ``want_gpm(owner)`` holds a lease (30 s unless renewed, or
-until ``release_gpm``); with no lease they are null and cost nothing.
+until ``release_gpm``); with no lease they are null and cost nothing. A GPM figure compares two
+samples: the first lease wakes the slow thread, which takes the first sample at once and the
+second GPM_FIRST_GAP_S later, so a view has its first figure within about a second, not after two
+slow intervals; until then the fields say GPM_PENDING ("not read yet"), never "nobody is looking".
 
 ``latest`` and subscribers get a ``Snapshot`` (metrics/samples.py), shared by all of them: read
 it, do not change it. Its throttle reasons are NVML's bitmask; ``snapshot.public`` gives the JSON.
@@ -23,6 +26,8 @@ import warnings
 from typing import Any, Callable
 
 from ..backends import Backend, ConfigError, open_backend
+from ..backends.base import GPM_OFF, GPM_PENDING
+from ..metrics.fields import GPM_FIELDS
 from ..metrics.samples import Snapshot, SlowRead
 from ..store.history import History
 from .clock import Clock, next_deadline
@@ -37,6 +42,9 @@ DEFAULT_SLOW_INTERVAL_S = 2.0
 MAX_SLOW_INTERVAL_S = 5.0
 DEFAULT_WINDOW_S = 3600.0
 GPM_LEASE_S = 30.0
+# The gap between the first two GPM samples of a new lease (NVML wants at least 0.1 s): short, so
+# the first figure comes soon; later figures span one slow interval.
+GPM_FIRST_GAP_S = 0.25
 
 Subscriber = Callable[[Snapshot], None]
 
@@ -93,6 +101,8 @@ class Sampler:
         self._fast_thread: threading.Thread | None = None
         self._slow_thread: threading.Thread | None = None
         self._gpm_leases: dict[str, float | None] = {}  # owner -> monotonic expiry, None: until released
+        self._slow_wake = threading.Event()  # set by stop() and by the first GPM lease: read now
+        self._slow_gpm = False  # whether the newest slow read had GPM on
         self.ticks = 0
         self.skipped_ticks = 0
         self.subscriber_errors = 0
@@ -120,7 +130,10 @@ class Sampler:
             raise ValueError(f"lease_s must be a positive number of seconds or None, got {lease_s!r}")
         expiry = None if lease_s is None else self.clock.monotonic() + lease_s
         with self._lock:
+            first = not self.gpm_wanted
             self._gpm_leases = {**self._gpm_leases, owner: expiry}
+        if first:
+            self._slow_wake.set()  # the first sample now, not at the next slow read
 
     def release_gpm(self, owner: str) -> None:
         """``owner`` no longer looks; unknown owners are ignored."""
@@ -162,6 +175,7 @@ class Sampler:
     def stop(self, timeout: float = 5.0) -> None:
         with self._lock:
             self._stop.set()
+            self._slow_wake.set()
             threads, self._threads = self._threads, []
         for t in threads:
             if t is not threading.current_thread():
@@ -234,26 +248,42 @@ class Sampler:
     def _slow_loop(self) -> None:
         start = self.clock.monotonic()
         while not self._stop.is_set():
-            self._read_slow()
+            self._slow_wake.clear()  # before the read: a lease asked during it wakes the next wait
+            first_gpm = self._read_slow()
             self._slow_ready.set()
+            if first_gpm:
+                # The first GPM sample of a lease: the second after a short gap (not woken early, so
+                # the two are far enough apart), then the usual cadence from there.
+                if self.clock.wait(self._stop, min(GPM_FIRST_GAP_S, self._slow_interval)):
+                    return
+                start = self.clock.monotonic()
+                continue
             deadline, _ = next_deadline(start, self._slow_interval, self.clock.monotonic())
-            if self.clock.wait(self._stop, max(0.0, deadline - self.clock.monotonic())):
-                return
+            if self.clock.wait(self._slow_wake, max(0.0, deadline - self.clock.monotonic())):
+                if self._stop.is_set():
+                    return
+                start = self.clock.monotonic()  # woken by a new lease: read now, re-anchor the grid
 
-    def _read_slow(self) -> None:
+    def _read_slow(self) -> bool:
+        """One slow read; True when it took the first GPM sample of a lease (a second must follow)."""
+        wanted = self.gpm_wanted
         try:
-            self.backend.gpm = self.gpm_wanted
+            self.backend.gpm = wanted
             parts = by_memory(self.backend.read_slow(self.clock.wall()))  # largest first, once per read
         except Exception:
             log.exception("gpu-widgets: slow read failed")
-            return
-        self._slow = {p["index"]: p for p in parts}
+            return False
+        first = wanted and not self._slow_gpm
+        self._slow, self._slow_gpm = {p["index"]: p for p in parts}, wanted
         self._slow_mono = self.clock.monotonic()
+        return first
 
     def tick(self) -> Snapshot | None:
         """Take one sample now (the loop calls this; tests and one-shot users may too)."""
         t, m = self.clock.wall(), self.clock.monotonic()
         slow, pending = self._fresh_slow(m)
+        if not self._slow_gpm and slow and self.gpm_wanted:
+            slow = _gpm_pending(slow)  # asked since the last slow read: being read, not "nobody looks"
         try:
             fast = self.backend.read_fast(t)
             snapshot = compose(self.backend, t, fast, slow, None, self._mig_uuids, pending)
@@ -283,6 +313,19 @@ class Sampler:
         why = waiting_on(self._slow_thread) or "the slow read failed (see the log)"
         head = "not read yet" if done is None else f"not read for {now - done:.0f} s"
         return {}, f"{head}: {why}"
+
+
+def _gpm_pending(slow: dict[int, SlowRead]) -> dict[int, SlowRead]:
+    """Copies of the slow parts whose GPM fields say GPM_PENDING instead of GPM_OFF (the parts are
+    shared with earlier snapshots: never changed in place)."""
+    out: dict[int, SlowRead] = {}
+    for index, part in slow.items():
+        gaps = dict(part.get("unavailable") or {})
+        for field in GPM_FIELDS:
+            if gaps.get(field) == GPM_OFF:
+                gaps[field] = GPM_PENDING
+        out[index] = {**part, "unavailable": gaps}  # type: ignore[typeddict-item]
+    return out
 
 
 _shared: Sampler | None = None

@@ -125,14 +125,24 @@ def advise(
     return out
 
 
+def gpu_list(indices: Sequence[int]) -> str:
+    """GPUs as a sentence names them: "GPU 1", "GPUs 1 and 6", "GPUs 0, 2 and 5"."""
+    if len(indices) <= 1:
+        return f"GPU {indices[0]}" if indices else "no GPU"
+    *head, last = (str(i) for i in indices)
+    return f"GPUs {', '.join(head)} and {last}"
+
+
 def cpu_advice(idle_gpus: Sequence[int], busy_gpus: Sequence[int] = ()) -> Advice:
-    idle = ", ".join(f"GPU {i}" for i in idle_gpus)
-    busy = ", ".join(f"GPU {i}" for i in busy_gpus)
+    idle = gpu_list(idle_gpus) if idle_gpus else ""
+    stay = "stays" if len(idle_gpus) <= 1 else "stay"
+    busy = gpu_list(busy_gpus) if busy_gpus else ""
+    share = "which it can share" if len(busy_gpus) == 1 else "which they can share"
     if busy:  # someone else's work: a GPU can run two jobs, and even a shared GPU beats the CPU
-        where = f"{idle} stays idle and {busy} could run it too (busy with other work, which it can share)" if idle \
-            else f"{busy} could run it (busy with other work, which it can share)"
+        where = f"{idle} {stay} idle and {busy} could run it too (busy with other work, {share})" if idle \
+            else f"{busy} could run it (busy with other work, {share})"
     else:
-        where = f"{idle or 'the GPU'} stays idle"
+        where = f"{idle or 'the GPU'} {stay} idle"
     return Advice("cpu", f"Training runs on the CPU: the tensors this monitor sees are on the CPU while {where}. "
                          "Move the model and each batch to the GPU: model.to('cuda'), x.to('cuda').")
 
@@ -159,7 +169,7 @@ def wheel_index(cuda_driver: str | None) -> str:
 
 
 def cpu_build_advice(version: str, gpus: Sequence[int], cuda_driver: str | None) -> Advice:
-    which = ", ".join(f"GPU {i}" for i in gpus)
+    which = gpu_list(gpus)
     index = wheel_index(cuda_driver)
     return Advice(
         "cpu-build",

@@ -36,6 +36,15 @@ from .view import ChartsView, LineData, color
 from .view_png import render_view_png
 
 MAX_WINDOW_S = 3600.0
+LIVE_X_LABEL = "seconds (0 = now)"
+
+
+def x_label(running: bool, newest: float | None) -> str:
+    """The time axis' words: "0 = now" only while live; a stopped chart is frozen at its newest
+    sample, so it says which time its 0 is ("seconds before 14:03:22 (stopped)", local time)."""
+    if running or newest is None:
+        return LIVE_X_LABEL
+    return f"seconds before {time.strftime('%H:%M:%S', time.localtime(newest))} (stopped)"
 
 
 def _series(dev: dict[str, Any], m: Metric) -> np.ndarray | None:
@@ -136,6 +145,7 @@ class GpuDashboard:
         # Read once: a dashboard keeps the charts it was made with.
         self.metrics: tuple[Metric, ...] = shown_in(DASHBOARD)
         self._tops: dict[str, float | None] = {}
+        self._x_label = LIVE_X_LABEL
         self._regions = Regions()  # throttled and lost stretches, shaded as in the monitor
         for m in self.metrics:
             self._define(m, m.y_max)
@@ -219,8 +229,21 @@ class GpuDashboard:
 
     def _define(self, m: Metric, top: float | None) -> None:
         self._tops[m.id] = top
-        self._view.define_chart(m.id, shared_x=True, title=m.title, x_label="seconds (0 = now)", y_label=m.unit,
-                                y_min=m.y_min, y_max=top, decimals=m.decimals, height="220px")
+        # Ranked by the catalogue: a chart shown late (SM active, on its first GPM figure) takes its
+        # place, the same order in every dashboard and %%gpuwatch cell.
+        self._view.define_chart(m.id, shared_x=True, title=m.title, x_label=self._x_label, y_label=m.unit,
+                                y_min=m.y_min, y_max=top, decimals=m.decimals, height="220px",
+                                rank=self.metrics.index(m))
+
+    def _set_x_label(self, label: str) -> None:
+        """Relabel the time axis of every chart, shown or not yet."""
+        if label == self._x_label:
+            return
+        self._x_label = label
+        for m in self.metrics:
+            self._define(m, self._tops.get(m.id))
+        for chart in self._view.charts.values():
+            chart.x_axis.label = label
 
     def _set_top(self, m: Metric, top: float | None) -> None:
         """Follow a limit field (memory total, power limit): a full chart means "at the limit"."""
@@ -259,6 +282,7 @@ class GpuDashboard:
             status, reason = leases.freshness(sampler, None, None)
             if status == STALE:  # stuck: say so, over the last sample (or none)
                 snap = with_status(snap, status, reason, sampler.backend)
+        self._set_x_label(x_label(self.running, (snap or {}).get("timestamp")))
         html = render_dashboard(snap, shown, self.window_s, self.running, self._config_error, missing, summary)
         if self.errors:
             html += f'<div class="gpuw-error">dashboard problem: {escape(self.errors[-1])}</div>'
@@ -286,3 +310,18 @@ def wait_for_sample(sampler: Sampler, timeout: float = 3.0) -> bool:
     while sampler.latest is None and time.monotonic() < end:
         time.sleep(0.05)
     return sampler.latest is not None
+
+
+def _gpm_reading(snap: Any) -> bool:
+    """Whether a GPU's GPM figures are still being read (asked for, first two samples not taken)."""
+    return any(d.get(f) is None and str((d.get("unavailable") or {}).get(f, "")).startswith("not read")
+               for d in snap.get("devices", ()) if d.get("status") != "lost" for f in GPM_FIELDS)
+
+
+def wait_for_gpm(sampler: Sampler, timeout: float = 3.0) -> bool:
+    """True once the newest sample has its GPM figures, or says why it has none (no GPM on the GPU);
+    a lease must be held. The first comes about a second after asking (Sampler.want_gpm)."""
+    end = time.monotonic() + timeout
+    while (sampler.latest is None or _gpm_reading(sampler.latest)) and time.monotonic() < end:
+        time.sleep(0.05)
+    return sampler.latest is not None and not _gpm_reading(sampler.latest)

@@ -27,7 +27,7 @@ def _short(name: str | None) -> str:
     return (name or "").replace("NVIDIA ", "", 1)
 
 
-def _row(index: int, name: str | None, cells: Sequence[str], notes: Iterable[tuple[str, str]], lost: bool) -> str:
+def row(index: int, name: str | None, cells: Sequence[str], notes: Iterable[tuple[str, str]], lost: bool) -> str:
     head = (f'<td><b>GPU {index}</b> <span class="gpuw-name" title="{escape(name or "")}">'
             f"{escape(_short(name))}</span></td>")
     body = "".join(f"<td>{escape(c)}</td>" for c in cells)
@@ -59,7 +59,7 @@ def trace_rows(devices: Sequence[DeviceTrace], metrics: Sequence[Metric], torch_
         if torch_dev is not None:
             notes.append(("gpuw-muted", f"PyTorch {units.gib(torch_dev.allocated_bytes)}"))
         cells = ["—" if lost else value_text(m, d.latest) for m in metrics]
-        rows.append(_row(d.index, d.name, cells, notes, lost))
+        rows.append(row(d.index, d.name, cells, notes, lost))
     return table(rows, metrics)
 
 
@@ -78,5 +78,5 @@ def snapshot_rows(devices: Sequence[Mapping[str, Any]], metrics: Sequence[Metric
         if procs:
             notes.append(("gpuw-muted", f"{len(procs)} process{'es' if len(procs) != 1 else ''}"))
         cells = ["—" if lost else value_text(m, dev) for m in metrics]
-        rows.append(_row(dev["index"], dev.get("name"), cells, notes, lost))
+        rows.append(row(dev["index"], dev.get("name"), cells, notes, lost))
     return table(rows, metrics)

@@ -2,7 +2,8 @@
 
 A GPM metric compares two samples. Each slow read takes one sample into one of two buffers
 allocated once per device (per MIG instance) and compares it with the previous read's, so the
-figures are the mean over one slow interval and no read ever sleeps. The buffers are freed on
+figures are the mean since the previous read (one slow interval; the sampler takes a new lease's
+first two reads GPM_FIRST_GAP_S apart) and no read ever sleeps. The buffers are freed on
 close and when the GPU is lost. Nothing here runs while nobody looks (``Backend.gpm``).
 
 Every failure becomes a null with a reason: a GPU without GPM, bindings or a driver without it,
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ...metrics.fields import GPM_FIELDS
+from ..base import GPM_PENDING
 from .errors import LOST, NO_GPU, UNSUPPORTED, classify
 
 # NVML_GPM_METRIC_* ids (nvml.h; stable across releases), in GPM_FIELDS order.
@@ -169,7 +171,7 @@ class DeviceGpm:
                     self.mig[key] = pair
             samples = pair.take(get)
             if samples is None:
-                null(out, unavailable, "not read yet (GPM compares two samples one slow interval apart)")
+                null(out, unavailable, GPM_PENDING)
                 return
             metrics(nv, pair, samples, out, unavailable)
         except Exception as exc:
