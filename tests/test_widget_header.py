@@ -223,7 +223,7 @@ def test_header_cards_use_classes_defined_in_the_css_and_escape_names():
     text = words(out)
     assert "step 300 / 300 (100%)" in text and "loss 0.5" in text
     assert "SIMULATED GPUs: these are not real devices" in text
-    assert "<code>GPU_WIDGETS_BACKEND=simulated</code>" in out  # kept whole by .gpuw-note code
+    assert "(GPU_WIDGETS_BACKEND=simulated)" in out and "<code>" not in out  # no padded inline code: "( ... )"
     assert "throttled now: thermal (hardware)" in text and "busy 10 %" in text and "memory 1.0 / 80.0 GiB" in text
     assert "style=" not in out  # the look is the CSS's, sent once; redraws send words and classes
     used = set(re.findall(r'class="([^"]+)"', out))

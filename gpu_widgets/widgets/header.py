@@ -60,8 +60,9 @@ def backend_line(backend: str | None, status: str | None, reason: str | None, co
     if backend == "simulated":
         # The sidebar's treatment: an orange badge and a muted sentence, readable in both themes.
         return badge("SIMULATED", "sim"), (
+            # Plain text, not <code>: JupyterLab's padding of inline code read as "( ... )".
             '<div class="gpuw-note">SIMULATED GPUs: these are not real devices '
-            "(<code>GPU_WIDGETS_BACKEND=simulated</code>)</div>"
+            "(GPU_WIDGETS_BACKEND=simulated)</div>"
         )
     if status == "no_gpu":
         return badge("NO GPU", "idle"), (

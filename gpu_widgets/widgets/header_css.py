@@ -24,7 +24,6 @@ HEADER_CSS = """
 .gpuw-error{color:var(--jp-error-color1,#c62828)}
 .gpuw-note{margin:4px 0;padding:3px 8px;border-left:3px solid var(--jp-warn-color1,#f57c00);border-radius:2px;background:var(--jp-layout-color2,#eee);color:var(--jp-ui-font-color2,#616161);font-size:var(--jp-ui-font-size0,11px)}
 .gpuw-note.gpuw-err{border-left-color:var(--jp-error-color1,#d32f2f)}
-.gpuw-note code{white-space:nowrap;font-size:inherit;padding:0;background:none;color:inherit}
 .gpuw-cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(340px,100%),1fr));gap:6px;margin:6px 0}
 .gpuw-card{min-width:0;padding:5px 10px 6px;border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color1,#fff)}
 .gpuw-card.gpuw-wide{grid-column:1/-1}

@@ -90,7 +90,7 @@ export function isPendingReason(reason: string | null | undefined): boolean {
 
 /** What a pending value reads as, and its tooltip. */
 export const PENDING_TEXT = '…';
-export const PENDING_TITLE = 'Being read: GPM compares two samples a few seconds apart.';
+export const PENDING_TITLE = 'Being read: GPM compares two samples taken a moment apart; the first figure comes within about a second.';
 
 /**
  * A GPU's latest values and null-reasons with the newest `samples/latest` answer laid over the
