@@ -312,6 +312,10 @@ def test_spec_card_and_process_list(sim_page: Page) -> None:
             expect(row).to_contain_text("hidden")
         else:
             expect(row).to_contain_text(proc["command"])
+            # The simulated backend gives its processes the server's login: the row says they are made up.
+            expect(row.locator(".jp-GpuWidgets-user")).to_have_text(f"{proc['user']} (simulated)")
+    uuid = card.locator(".jp-GpuWidgets-uuidText")  # one line at the default width, the rest cut with "…"
+    assert uuid.evaluate("u => u.getBoundingClientRect().height < 1.5 * parseFloat(getComputedStyle(u).lineHeight)")
     toggle.click()
     expect(card.locator("dl")).to_have_count(0)
 

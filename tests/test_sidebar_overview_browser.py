@@ -148,6 +148,58 @@ def test_sorting_filtering_and_choosing_a_gpu(page: Any) -> None:
     assert outside == [], "\n".join(outside)
 
 
+# Heights of the card's metric heads, and of each label, with the meter showing ``text``.
+HEADS_WITH_JS = """(card, text) => [...card.querySelectorAll('.jp-GpuWidgets-metricHead')].map(h => {
+  const v = h.querySelector('[role=meter]'); const was = v.textContent; v.textContent = text;
+  const out = [h.parentElement.dataset.metric, h.getBoundingClientRect().height,
+               h.querySelector('.jp-GpuWidgets-metricLabel').getBoundingClientRect().height];
+  v.textContent = was;
+  return out;
+})"""
+
+
+def test_one_line_uuid_whole_tooltip_values_steady_rows_and_simulated_owners(page: Any, lab: LabServer) -> None:
+    """Issue 23: what wrapped at the default panel width, and simulated processes that read as the login's."""
+    page.mouse.move(0, 0)
+    panel(page).locator('[role=row][data-gpu-index="0"]').click()  # GPU 0's card alone
+    card = panel(page).get_by_role("region", name=re.compile(r"^GPU 0: "))
+    expect(panel(page).get_by_role("region", name=re.compile(r"^GPU \d+: "))).to_have_count(1)
+    # A label wraps (or not) the same whatever the number beside it: rows never move as values change.
+    narrow, wide = card.evaluate(HEADS_WITH_JS, "5 %"), card.evaluate(HEADS_WITH_JS, "100 %")
+    assert narrow == wide, f"metric heads with a short and a long value: {narrow} != {wide}"
+
+    # The spec card's UUID stays on one line, cut with an ellipsis; the whole value in its tooltip.
+    card.get_by_role("button", name="Specs").click()
+    uuid = card.locator(".jp-GpuWidgets-uuidText")
+    expected = lab.get_json("gpu-widgets/api/v1/devices")["devices"][0]["uuid"]
+    expect(uuid).to_have_attribute("title", expected)
+    lines = uuid.evaluate("u => Math.round(u.getBoundingClientRect().height / parseFloat(getComputedStyle(u).lineHeight))")
+    assert lines == 1, f"the UUID takes {lines} lines"
+    assert uuid.evaluate("u => getComputedStyle(u).textOverflow") == "ellipsis"
+    shoot(card, "sidebar-8-gpus-specs-light")
+    card.get_by_role("button", name="Specs").click()
+
+    # The tooltip's time and value never break inside ("92 %" on one line), wherever the cursor is.
+    chart = card.locator(".jp-GpuWidgets-metric").first.get_by_role("img")
+    chart.scroll_into_view_if_needed()
+    tip = chart.get_by_role("tooltip")
+    for x in (0.05, 0.3, 0.45, 0.55, 0.7, 0.95):
+        box = chart.bounding_box()
+        page.mouse.move(box["x"] + box["width"] * x, box["y"] + box["height"] / 2)
+        expect(tip).to_contain_text(re.compile(r"\d\d:\d\d:\d\d · \d+ %"))
+        parts = tip.locator(".jp-GpuWidgets-tipWhole").evaluate_all(
+            "ps => ps.map(p => [p.textContent, new Set([...p.getClientRects()].map(r => Math.round(r.top))).size])")
+        assert len(parts) == 2 and all(n == 1 for _, n in parts), f"at {x:.0%} of the chart: {parts}"
+    page.mouse.move(0, 0)
+
+    # Simulated processes carry the server's login: both the overview and the card say they are simulated.
+    owners = rows(page).locator(".jp-GpuWidgets-ovOwner").all_text_contents()
+    assert any(o != "—" for o in owners) and all(o == "—" or o.endswith(" (simulated)") for o in owners), owners
+    users = card.locator(".jp-GpuWidgets-process .jp-GpuWidgets-user").all_text_contents()
+    assert users and all(u.endswith(" (simulated)") or u == "hidden" for u in users), users
+    expect(card.locator(".jp-GpuWidgets-user").first).to_have_attribute("title", re.compile("simulated process"))
+
+
 def test_text_reads_against_its_background_in_light_and_dark(page: Any) -> None:
     page.mouse.move(0, 0)
     low = panel(page).evaluate(LOW_CONTRAST_JS, 4.5)

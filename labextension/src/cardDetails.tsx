@@ -8,16 +8,21 @@ import * as React from 'react';
 import { IMigRow, IShare, migRows, processUse } from './activity';
 import { formatBandwidth, formatBytes, formatGiB, formatNumber, migText } from './format';
 import { IGpu } from './gpus';
+import { SIMULATED_USER_MARK, SIMULATED_USER_TITLE } from './overview';
 import { IKernelActions } from './processActions';
 import { KernelButtons } from './processActionsView';
 import { IAttributedProcess, IDeviceInfo } from './tokens';
 
-/** `actions` and `gpus` (all of them: a kernel's memory on each): the kernel buttons of its own kernels' rows. */
+/**
+ * `actions` and `gpus` (all of them: a kernel's memory on each): the kernel buttons of its own
+ * kernels' rows. `simulated`: the processes are the simulated backend's, and their users say so.
+ */
 export function ProcessList(props: {
   gpu: IGpu;
   openPath: (path: string) => void;
   actions?: IKernelActions | null;
   gpus?: readonly IGpu[];
+  simulated?: boolean;
 }): JSX.Element {
   const { gpu, openPath, actions } = props;
   const procs = gpu.processes;
@@ -33,7 +38,7 @@ export function ProcessList(props: {
     body = (
       <ul className="jp-GpuWidgets-processList" aria-label={`Processes on GPU ${gpu.index}`}>
         {procs.map(p => (
-          <ProcessItem key={p.pid} proc={p} openPath={openPath}>
+          <ProcessItem key={p.pid} proc={p} openPath={openPath} simulated={props.simulated ?? false}>
             <KernelButtons proc={p} gpus={props.gpus ?? [gpu]} actions={actions} />
           </ProcessItem>
         ))}
@@ -70,6 +75,7 @@ function Hidden(props: { reason: string | undefined; long?: boolean }): JSX.Elem
 function ProcessItem(props: {
   proc: IAttributedProcess;
   openPath: (path: string) => void;
+  simulated: boolean;
   children?: React.ReactNode;
 }): JSX.Element {
   const { proc, openPath } = props;
@@ -83,9 +89,15 @@ function ProcessItem(props: {
         <span className="jp-GpuWidgets-pid" title="Process id">
           {proc.pid}
         </span>
-        <span className="jp-GpuWidgets-user" title="User">
-          {proc.user ?? <Hidden reason={u['user']} />}
-        </span>
+        {proc.user !== null && props.simulated ? (
+          <span className="jp-GpuWidgets-user" title={`User ${proc.user}. ${SIMULATED_USER_TITLE}`}>
+            {proc.user} <span className="jp-GpuWidgets-simUser">{SIMULATED_USER_MARK}</span>
+          </span>
+        ) : (
+          <span className="jp-GpuWidgets-user" title="User">
+            {proc.user ?? <Hidden reason={u['user']} />}
+          </span>
+        )}
         <span className="jp-GpuWidgets-procMem" title="GPU memory used by this process">
           {proc.used_memory_bytes !== null ? formatBytes(proc.used_memory_bytes) : '—'}
         </span>

@@ -198,12 +198,23 @@ export class HistoryChart {
       return;
     }
     const v = data.y[idx];
-    const parts = [formatClock(data.t[idx]), v === null ? 'no reading' : data.format(v)];
+    // The time and the value never break inside ("92 %" stays on one line); the reasons may wrap.
+    const whole = (text: string): HTMLSpanElement => {
+      const span = document.createElement('span');
+      span.className = 'jp-GpuWidgets-tipWhole';
+      span.textContent = text;
+      return span;
+    };
+    const parts: (HTMLSpanElement | string)[] = [
+      whole(formatClock(data.t[idx])),
+      ' · ',
+      whole(v === null ? 'no reading' : data.format(v))
+    ];
     const markers = data.markersAt(idx);
     if (markers.length) {
-      parts.push(markers.join(', '));
+      parts.push(' · ', markers.join(', '));
     }
-    this._tooltip.textContent = parts.join(' · ');
+    this._tooltip.replaceChildren(...parts);
     this._tooltip.hidden = false;
     // Inside the plot, beside the cursor on its wider side (wrapping to fit there): it covers
     // neither the metric's title and value above the chart nor the point it explains, and

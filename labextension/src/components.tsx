@@ -107,6 +107,7 @@ export function SidebarView(props: IViewContext): JSX.Element {
           // Marked only when the cards are a choice (with every card shown, none is chosen).
           selected={shown.length < gpus.length ? shown.map(g => g.index) : []}
           onSelect={select}
+          simulated={model.simulated}
         />
       )}
       {showCards && (
@@ -239,7 +240,13 @@ function GpuCard(props: { gpu: IGpu; catalogue: Catalogue; ctx: IViewContext }):
       )}
       <Legend episodes={episodes} catalogue={catalogue} />
       <MigList gpu={gpu} />
-      <ProcessList gpu={gpu} openPath={ctx.openPath} actions={ctx.kernelActions} gpus={model.gpus} />
+      <ProcessList
+        gpu={gpu}
+        openPath={ctx.openPath}
+        actions={ctx.kernelActions}
+        gpus={model.gpus}
+        simulated={model.simulated}
+      />
     </section>
   );
 }

@@ -11,7 +11,7 @@ import { Catalogue } from './catalogue';
 import { IChartData } from './chart';
 import { Chart } from './chartView';
 import { IGpu } from './gpus';
-import { chartRange, formatValue, metricReading, NOT_AVAILABLE, unavailableReason } from './metrics';
+import { chartRange, formatValue, metricReading, NOT_AVAILABLE, unavailableReason, widestText } from './metrics';
 import { GpuModel } from './model';
 import { IPalette } from './palette';
 import { IDeviceColumns, IEpisode } from './series';
@@ -75,6 +75,7 @@ export function MetricRow(props: {
           aria-valuetext={pending ? 'being read' : reason !== null ? `${text}: ${reason}` : text}
           aria-describedby={reason !== null ? reasonId : undefined}
           title={pending ? PENDING_TITLE : reason ?? undefined}
+          data-widest={widestText(metric, reading)}
         >
           {text}
         </span>

@@ -57,6 +57,23 @@ export function metricReading(metric: IMetricInfo, v: ILatestValues | null): IMe
 }
 
 /**
+ * The widest text the metric's number can take up to the top of its range, every digit a "0"
+ * (the card's digits are tabular, so this is as wide as any value): "000 %", "00.0 / 80 GiB".
+ * The card keeps the value's box this wide, so its label wraps the same whatever the number.
+ * Empty when the range has no known top.
+ */
+export function widestText(metric: IMetricInfo, reading: IMetricReading): string {
+  if (reading.max === null || !Number.isFinite(reading.max)) {
+    return '';
+  }
+  const top = Math.abs(reading.max * metric.scale);
+  const digits = Math.max(1, String(Math.round(top)).length);
+  const number = '0'.repeat(digits) + (metric.decimals > 0 ? `.${'0'.repeat(metric.decimals)}` : '');
+  // A top that follows another field is printed beside the value: "37 / 141 GiB".
+  return metric.y_max_field !== null ? `${number} / ${shown(metric, reading.max)} ${metric.unit}` : `${number} ${metric.unit}`;
+}
+
+/**
  * Why a metric has no value: the server's reasons for its field (and the field its chart
  * top follows), distinct, joined with "; ". Null when the reading has a value or no reason
  * is known.

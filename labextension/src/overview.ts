@@ -7,7 +7,7 @@
  */
 import { IGpu } from './gpus';
 import { formatValue, IMetricReading, metricReading } from './metrics';
-import { IMetricInfo } from './tokens';
+import { IMetricInfo, SIMULATED_HINT } from './tokens';
 
 /** The columns a person can sort by. */
 export type SortKey = 'index' | 'busy' | 'memory' | 'temperature' | 'power';
@@ -58,8 +58,21 @@ export function shortName(name: string | null): string | null {
   return short || name;
 }
 
-/** The users of a GPU's processes: known names first, then how many are hidden. */
-export function owners(gpu: Pick<IGpu, 'processes' | 'processesUnavailable'>): { text: string; title: string } {
+/**
+ * What marks a simulated process's user: the simulated backend makes its processes up and gives
+ * them the login of the server, which must not read as that person's real job.
+ */
+export const SIMULATED_USER_MARK = '(simulated)';
+export const SIMULATED_USER_TITLE = `A simulated process (${SIMULATED_HINT}): made up for demos, not a real process of this user`;
+
+/**
+ * The users of a GPU's processes: known names first, then how many are hidden. With `simulated`
+ * (the server's backend is the simulated one) each name is marked so.
+ */
+export function owners(
+  gpu: Pick<IGpu, 'processes' | 'processesUnavailable'>,
+  simulated = false
+): { text: string; title: string } {
   const procs = gpu.processes;
   if (procs === null) {
     return { text: DASH, title: gpu.processesUnavailable ?? 'Processes not read yet' };
@@ -70,13 +83,19 @@ export function owners(gpu: Pick<IGpu, 'processes' | 'processesUnavailable'>): {
   const users = [...new Set(procs.map(p => p.user).filter((u): u is string => typeof u === 'string' && u !== ''))];
   const hidden = procs.filter(p => !p.user).length;
   const hiddenText = hidden ? `${hidden} process${hidden === 1 ? '' : 'es'} of another user (hidden)` : '';
-  const text = users.length ? users.join(', ') : DASH;
-  const title = [users.length ? `Users: ${users.join(', ')}` : '', hiddenText].filter(Boolean).join('; ');
+  const text = users.length ? users.join(', ') + (simulated ? ` ${SIMULATED_USER_MARK}` : '') : DASH;
+  const title = [
+    users.length ? `Users: ${users.join(', ')}` : '',
+    hiddenText,
+    users.length && simulated ? SIMULATED_USER_TITLE : ''
+  ]
+    .filter(Boolean)
+    .join('; ');
   return { text, title };
 }
 
-/** The rows for these GPUs, with the catalogue's metrics (`Catalogue.metrics`). */
-export function overviewRows(gpus: readonly IGpu[], metrics: readonly IMetricInfo[]): IOverviewRow[] {
+/** The rows for these GPUs, with the catalogue's metrics (`Catalogue.metrics`); `simulated` marks the owners. */
+export function overviewRows(gpus: readonly IGpu[], metrics: readonly IMetricInfo[], simulated = false): IOverviewRow[] {
   const byId = new Map(metrics.map(m => [m.id, m]));
   return gpus.map(gpu => {
     const readings = {} as IOverviewRow['readings'];
@@ -96,7 +115,7 @@ export function overviewRows(gpus: readonly IGpu[], metrics: readonly IMetricInf
           ? Math.min(1, Math.max(0, (r.value - bottom) / (r.max - bottom)))
           : null;
     }
-    const who = owners(gpu);
+    const who = owners(gpu, simulated);
     return {
       index: gpu.index,
       name: gpu.name,

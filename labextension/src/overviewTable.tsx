@@ -28,6 +28,8 @@ export interface IOverviewProps {
   selected: readonly number[];
   /** A row was clicked: show that GPU's card (`add`: keep the others too). */
   onSelect: (index: number, add: boolean) => void;
+  /** The GPUs are simulated: their processes' users are marked so. */
+  simulated?: boolean;
 }
 
 export function Overview(props: IOverviewProps): JSX.Element {
@@ -35,7 +37,7 @@ export function Overview(props: IOverviewProps): JSX.Element {
   const [sort, setSort] = React.useState<{ key: SortKey; descending: boolean }>({ key: 'index', descending: false });
   const [text, setText] = React.useState('');
   const [activity, setActivity] = React.useState<ActivityFilter>('all');
-  const all = overviewRows(gpus, metrics);
+  const all = overviewRows(gpus, metrics, props.simulated ?? false);
   const rows = sortRows(filterRows(all, text, activity), sort.key, sort.descending);
   const clickHeader = (key: SortKey): void =>
     // A second click turns the order round; a new numeric column starts with the largest.

@@ -1,7 +1,7 @@
 /**
  * How a catalogue metric reads on a card and in its chart.
  */
-import { chartRange, formatValue, metricReading, unavailableReason } from '../metrics';
+import { chartRange, formatValue, metricReading, unavailableReason, widestText } from '../metrics';
 import { Timeline } from '../series';
 import { IMetricInfo } from '../tokens';
 import { catalogue, FakeHistory, GIB, latest, metricInfo } from './utils';
@@ -98,5 +98,22 @@ describe('chartRange', () => {
     expect(chartRange(m('power'), cols, null)).toEqual([0, 110]); // no limit known: fit
     const info = { power_limit_w: 400 } as unknown as Parameters<typeof chartRange>[2];
     expect(chartRange(m('power'), cols, info)).toEqual([0, 400]);
+  });
+});
+
+describe('widestText', () => {
+  it('is the widest number up to the range top, whatever the value, so the label beside it keeps its place', () => {
+    for (const busy of [5, 41, 100]) {
+      expect(widestText(m('memory_controller'), metricReading(m('memory_controller'), latest(0, { utilization_memory_percent: busy })))).toBe('000 %');
+    }
+    const memory = (used: number): string => widestText(m('memory'), metricReading(m('memory'), latest(0, { memory_used_bytes: used * GIB })));
+    expect(memory(4.6)).toBe('000.0 / 141 GiB');
+    expect(memory(140.9)).toBe(memory(4.6));
+    expect(widestText(m('power'), metricReading(m('power'), latest(0)))).toBe('000 / 700 W');
+  });
+
+  it('is empty when the range has no known top', () => {
+    expect(widestText(m('temperature'), metricReading(m('temperature'), latest(0)))).toBe('');
+    expect(widestText(m('memory'), metricReading(m('memory'), latest(0, { memory_total_bytes: null })))).toBe('');
   });
 });

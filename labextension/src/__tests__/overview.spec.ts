@@ -2,7 +2,7 @@
  * The GPU overview's rows: the catalogue's readings, owners, sorting and filtering.
  */
 import { IGpu } from '../gpus';
-import { filterRows, overviewRows, owners, shortName, sortRows } from '../overview';
+import { filterRows, overviewRows, owners, shortName, SIMULATED_USER_TITLE, sortRows } from '../overview';
 import { IAttributedProcess } from '../tokens';
 import { catalogue, GIB, latest } from './utils';
 
@@ -118,5 +118,19 @@ describe('sortRows and filterRows', () => {
     expect(order(filterRows(rows, '', 'busy'))).toEqual([0, 1, 10]);
     expect(order(filterRows(rows, '', 'idle'))).toEqual([2]);
     expect(order(filterRows(rows, 'nothing-like-it', 'all'))).toEqual([]);
+  });
+});
+
+describe('owners of simulated processes', () => {
+  it('marks the users as simulated (the backend gives them the server\'s login), never the hidden ones', () => {
+    const procs = { processes: [proc(1, 'root'), proc(2, null)], processesUnavailable: null };
+    const who = owners(procs, true);
+    expect(who.text).toBe('root (simulated)');
+    expect(who.title).toBe(`Users: root; 1 process of another user (hidden); ${SIMULATED_USER_TITLE}`);
+    expect(owners(procs).text).toBe('root');
+    expect(owners({ processes: [proc(2, null)], processesUnavailable: null }, true).text).toBe('—');
+    const [row] = overviewRows([gpu(0, {}, { processes: procs.processes })], metrics, true);
+    expect(row.owner).toBe('root (simulated)');
+    expect(filterRows([row], 'root', 'all')).toHaveLength(1);
   });
 });

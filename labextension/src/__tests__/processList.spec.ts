@@ -47,8 +47,8 @@ function gpu(procs: IAttributedProcess[], total: number | null | undefined): IGp
   };
 }
 
-function render(g: IGpu): string {
-  return renderToStaticMarkup(React.createElement(ProcessList, { gpu: g, openPath: () => undefined }));
+function render(g: IGpu, simulated = false): string {
+  return renderToStaticMarkup(React.createElement(ProcessList, { gpu: g, openPath: () => undefined, simulated }));
 }
 
 describe('ProcessList', () => {
@@ -64,5 +64,15 @@ describe('ProcessList', () => {
       expect(html).toContain('<span class="jp-GpuWidgets-count">2</span>');
       expect(html).not.toContain('more');
     }
+  });
+});
+
+describe('ProcessList of simulated GPUs', () => {
+  it('marks each user as simulated, and only there', () => {
+    const other = { ...proc(2), uid: null, user: null, command: null, unavailable: { user: 'belongs to another user' } };
+    const html = render(gpu([proc(1), other as IAttributedProcess], null), true);
+    expect(html).toMatch(/class="jp-GpuWidgets-user" title="User alice\. A simulated process[^"]*">alice <span class="jp-GpuWidgets-simUser">\(simulated\)<\/span>/);
+    expect(html.match(/\(simulated\)/g)).toHaveLength(1); // the hidden user stays "hidden"
+    expect(render(gpu([proc(1)], null))).not.toContain('simulated');
   });
 });
