@@ -11,7 +11,7 @@ opens the GPU panel, switches to the Cluster view and reads the timings the view
 
 Reported: the first render with data, the re-renders on the next refreshes (every ~5 s), the time
 from the click on "Cluster" to the first host row on screen, and a render with every host shown
-("Show more" until none is left). Used by benchmarks/cluster.py (500 hosts x 8 GPUs); on its own:
+("Show more" until none is left; null since the server pages the hosts, 100 at most). Used by benchmarks/cluster.py (500 hosts x 8 GPUs); on its own:
 
     python -m benchmarks.cluster_render http://127.0.0.1:8888/ TOKEN
 """

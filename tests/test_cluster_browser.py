@@ -7,7 +7,9 @@ in order: the "This machine | Cluster" switch; both hosts with their GPU counts,
 this server and both marked SIMULATED; every host open at a glance (two hosts) with a line and a
 sparkline per GPU; a click closes and reopens a host; nothing overflows the panel and text reads
 against its background in light and dark; node-b stopped -> greyed "no data for N s"; Prometheus
-stopped -> the reason in words while "This machine" still shows node-a's GPUs.
+stopped -> the reason in words while "This machine" still shows node-a's GPUs. Last, a cluster of 150
+made-up hosts (a synthetic target): the server sends a page of 100, and a host past it is found by
+typing part of its name, and opened.
 
 Screenshots go to build/screenshots/ (ignored by git).
 """
@@ -21,7 +23,8 @@ import pytest
 
 from .browser_fixtures import LOW_CONTRAST_JS, panel, shoot, sidebar_page, switch_theme
 from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
-from .prometheus_fixture import Prometheus, gpu_host, jupyter_scrape_config, require_prometheus
+from .prometheus_fixture import (Prometheus, SyntheticTarget, gpu_host, jupyter_scrape_config, require_prometheus,
+                                 static_scrape_config, synthetic_hostname)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -172,3 +175,48 @@ def test_prometheus_stopped_is_said_in_words_and_this_machine_keeps_working(page
     cards = panel(page).get_by_role("region", name=re.compile(r"^GPU \d+: "))
     expect(cards).to_have_count(GPUS["node-a"], timeout=DEADLINE_MS)
     expect(panel(page).get_by_role("alert")).to_have_count(0)
+
+
+MANY_HOSTS = 150
+
+
+@pytest.fixture()
+def big_cluster() -> Iterator[Any]:
+    """A Jupyter server whose Prometheus scrapes MANY_HOSTS made-up hosts of 8 GPUs."""
+    require_prometheus()
+    with SyntheticTarget(MANY_HOSTS) as target, Prometheus([static_scrape_config("many", target.port, 2.0)]) as prom:
+        prom.wait_for_series(f"count(DCGM_FI_DEV_GPU_UTIL) >= {MANY_HOSTS * 8}", count=1, timeout_s=120)
+        server = gpu_host("head", gpus=1, prometheus_url=prom.url)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+def test_a_host_past_the_first_page_is_found_by_its_name_and_opened(browser: Any, big_cluster: Any) -> None:
+    with sidebar_page(browser, big_cluster.lab_url()) as p:
+        panel(p).get_by_role("tab", name="Cluster").click(timeout=60_000)
+        # Given 150 hosts, the server sends the first page of 100, and the totals count every host
+        expect(host_rows(p)).to_have_count(100, timeout=DEADLINE_MS)
+        expect(panel(p).get_by_role("status", name="Cluster totals")).to_contain_text(f"{MANY_HOSTS} hosts · 1200 GPUs")
+        expect(panel(p).get_by_role("status", name="Hosts shown")).to_have_text(f"Hosts 1–100 of {MANY_HOSTS}")
+        last = synthetic_hostname(MANY_HOSTS - 1)
+        expect(host(p, last)).to_have_count(0)
+        # when part of its name is typed (another case), the server filters every host
+        panel(p).get_by_role("searchbox", name="Filter hosts by name").fill(last.upper()[-6:])
+        expect(host_rows(p)).to_have_count(1, timeout=DEADLINE_MS)
+        # then it is listed, and a click opens its GPUs
+        host(p, last).click()
+        expect(host(p, last)).to_have_attribute("aria-expanded", "true")
+        gpus = panel(p).get_by_role("region", name=f"GPUs of {last}").get_by_role("listitem")
+        expect(gpus).to_have_count(8, timeout=DEADLINE_MS)
+        shoot(p, "cluster-filtered-past-first-page")
+        # and, the filter cleared, the next page holds the rest
+        panel(p).get_by_role("searchbox", name="Filter hosts by name").fill("")
+        expect(host_rows(p)).to_have_count(100, timeout=DEADLINE_MS)
+        panel(p).get_by_role("button", name="Next 50 (50 more hosts)").click()
+        expect(panel(p).get_by_role("status", name="Hosts shown")).to_have_text(
+            f"Hosts 101–{MANY_HOSTS} of {MANY_HOSTS}", timeout=DEADLINE_MS)
+        expect(host_rows(p)).to_have_count(MANY_HOSTS - 100)
+        expect(host(p, last)).to_be_visible()

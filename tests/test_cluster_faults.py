@@ -19,8 +19,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
-from gpu_widgets.cluster import answers, detail, overview, promql
+from gpu_widgets.cluster import answers, detail, overview, pages, promql
 
 from .api_schema import validate_response
 from .lab_server import free_port
@@ -167,6 +168,101 @@ async def test_an_answer_not_of_the_shape_asked_is_an_error_that_says_what(jp_fe
     assert FAKE.asked[prefix] == asked
 
 
+# -- many hosts: pages ------------------------------------------------------------------------------
+MANY = 1234
+
+
+def _many_hosts() -> list[dict[str, Any]]:
+    """MANY hosts named Rack<r>-node-<i> (mixed case); every 10th stale; power rising with i."""
+    out = []
+    for i in range(MANY):
+        host = f"Rack{i % 7}-node-{i:04d}"
+        out += [sample("gpus", "8", host=host), sample("busy", str(i % 9 and 2), host=host),
+                sample("free", str(8 - (i % 9 and 2)), host=host), sample("power_w", str(100 + i), host=host)]
+        if i % 10 != 9:
+            out.append(sample("age_live", "1", host=host))
+    return out
+
+
+FAKE.answers["many"] = (vector(_many_hosts()), OK_TARGETS)
+
+
+def _names(body: dict[str, Any]) -> list[str]:
+    return [row[0] for row in body["hosts"]]
+
+
+@pytest.mark.parametrize("gw_config", [_config("many")])
+async def test_every_host_is_found_page_by_page_from_one_round(jp_fetch: Any) -> None:
+    # Given a Prometheus with 1234 hosts, when the panel asks the first page
+    first = await _get(jp_fetch)
+    assert first["status"] == "ok" and first["matched_hosts"] == MANY and first["totals"]["hosts"] == MANY
+    assert len(first["hosts"]) == 100 and first["offset"] == 0 and first["limit"] == 100
+    await asyncio.sleep(0.5)  # the round's last request lands
+    asked = FAKE.asked["many"]
+    # then paging through gives every host once, in name order, each page within the budget
+    seen, offset = [], 0
+    while offset < MANY:
+        body = await _get(jp_fetch, offset=str(offset))
+        assert len(json.dumps(body["hosts"], separators=(",", ":"))) <= 48_000 and body["offset"] == offset
+        seen += _names(body)
+        offset += len(body["hosts"])
+    assert seen == sorted(f"Rack{i % 7}-node-{i:04d}" for i in range(MANY))
+    # and a host past the first page is found by its name, in any case
+    found = await _get(jp_fetch, filter="  rack3-NODE-1200 ")
+    assert _names(found) == ["Rack3-node-1200"] and found["matched_hosts"] == 1
+    assert found["totals"]["hosts"] == MANY  # the totals still count every host
+    words = await _get(jp_fetch, filter="node-12 rack0")
+    assert _names(words) == [f"Rack0-node-{i:04d}" for i in range(1200, 1234) if i % 7 == 0]
+    assert (await _get(jp_fetch, filter="no-such-host"))["hosts"] == []
+    # and however many pages were asked, Prometheus was not asked again within the refresh
+    assert FAKE.asked["many"] == asked
+
+
+@pytest.mark.parametrize("gw_config", [_config("many")])
+async def test_pages_are_sorted_and_filtered_on_the_server(jp_fetch: Any) -> None:
+    power = (await _get(jp_fetch, sort="power", descending="1"))["hosts"]
+    values = [row[12] for row in power]
+    assert values == sorted(values, reverse=True) and values[0] == 100 + MANY - 1
+    # stale hosts' readings say nothing about now: they come last, in either direction
+    last = await _get(jp_fetch, sort="power", descending="1", offset=str(MANY - 5))
+    assert all(row[2] for row in last["hosts"]) and len(last["hosts"]) == 5
+    up = await _get(jp_fetch, sort="power", limit="3")
+    assert [row[12] for row in up["hosts"]] == [100, 101, 102]
+    down = await _get(jp_fetch, sort="host", descending="true", limit="2")
+    assert _names(down) == sorted((f"Rack{i % 7}-node-{i:04d}" for i in range(MANY)), reverse=True)[:2]
+    stale = await _get(jp_fetch, activity="stale")
+    assert stale["matched_hosts"] == MANY // 10 and all(row[2] for row in stale["hosts"])
+    busy = await _get(jp_fetch, activity="busy", limit="100")
+    assert busy["matched_hosts"] == sum(1 for i in range(MANY) if i % 10 != 9 and i % 9)
+    assert all(row[5] and not row[2] for row in busy["hosts"])
+    free = await _get(jp_fetch, activity="free", filter="rack1")
+    assert free["matched_hosts"] == sum(1 for i in range(MANY) if i % 10 != 9 and i % 7 == 1)
+    # past the end (hosts went away since the panel asked): the last page, saying where it starts
+    end = await _get(jp_fetch, offset="99999")
+    assert end["offset"] == MANY - 100 and len(end["hosts"]) == 100
+
+
+@pytest.mark.parametrize("gw_config", [_config("many")])
+@pytest.mark.parametrize(("params", "words"), [
+    ({"sort": "name"}, "sort: expected one of host, gpus, busy"),
+    ({"activity": "idle"}, "activity: expected one of all, busy, free, stale"),
+    ({"offset": "-1"}, "offset: expected a whole number from 0 to 10000000"),
+    ({"offset": "1.5"}, "offset: expected a whole number"),
+    ({"limit": "101"}, "limit: expected a whole number from 1 to 100, got 101"),
+    ({"limit": "0"}, "limit: expected a whole number from 1 to 100"),
+    ({"descending": "yes"}, "descending: expected 1 or 0"),
+    ({"filter": "x" * 1025}, "filter: expected at most 1024 characters, got 1025"),
+    ({"host": "h", "offset": "0"}, "offset: only for the overview, not with host"),
+])
+async def test_a_bad_page_parameter_is_a_400_that_names_it(jp_fetch: Any, params: dict[str, str], words: str) -> None:
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch("gpu-widgets", "api", "v1", "cluster", params=params)
+    assert err.value.code == 400
+    body = json.loads(err.value.response.body)
+    validate_response("error", body)
+    assert words in body["message"], body
+
+
 @pytest.mark.parametrize("gw_config", [_config("huge")])
 async def test_an_answer_over_the_size_limit_is_refused_by_its_length(jp_fetch: Any) -> None:
     body = await _get(jp_fetch)
@@ -248,14 +344,22 @@ def test_host_names_are_quoted_as_promql_takes_them() -> None:
 
 
 def test_the_overview_sent_to_the_sidebar_fits_its_budget_with_totals_over_every_host() -> None:
-    # Given 5000 hosts with 253-character names (each row ~330 bytes)
-    names = [f"{i:05d}-" + "n" * 247 for i in range(5000)]
+    # Given 5000 hosts with 1024-character names (each row ~1,100 bytes: 100 would be 110 KB)
+    names = [f"{i:05d}-" + "n" * 1018 for i in range(5000)]
     result = [s for n in names for s in (sample("gpus", "8", host=n), sample("busy", "8", host=n),
                                          sample("age_live", "1", host=n))]
     body = overview.build(result, {}, names[4321])
-    rows = body["hosts"]
-    assert len(json.dumps(rows, separators=(",", ":"))) <= overview.ROWS_BUDGET_BYTES
-    assert body["totals"]["hosts"] == 5000 and body["totals"]["gpus"] == 40000 and body["totals"]["busy_gpus"] == 40000
-    assert body["unlisted_hosts"] == 5000 - len(rows) > 0 and str(body["unlisted_hosts"]) in body["unlisted_reason"]
-    assert names[4321] in [r[0] for r in rows]  # this server's own host is always listed
-    assert [r[0] for r in rows] == sorted(r[0] for r in rows)
+    assert len(body["hosts"]) == 5000 and body["unlisted_hosts"] == 0 and body["unlisted_reason"] is None
+    # when pages are cut from it, each fits the budget and says where the next one starts
+    offset, seen = 0, []
+    while offset < 5000:
+        got = pages.page(body, pages.PageQuery(offset=offset))
+        rows = got["hosts"]
+        assert 0 < len(rows) <= pages.MAX_PAGE_ROWS
+        assert len(json.dumps(rows, separators=(",", ":"))) <= pages.ROWS_BUDGET_BYTES
+        assert got["matched_hosts"] == 5000 and got["offset"] == offset
+        assert got["totals"]["hosts"] == 5000 and got["totals"]["gpus"] == 40000 and got["totals"]["busy_gpus"] == 40000
+        seen += [r[0] for r in rows]
+        offset += len(rows)
+    # then every host is on exactly one page, in name order
+    assert seen == names

@@ -1,13 +1,12 @@
 """From the overview query's answer to the API's overview: one row per host, sorted by name.
 
-Rows are arrays under ``host_columns`` (columnar: 500 hosts fit the sidebar's 64 KB budget),
-and no more rows than fit ROWS_BUDGET_BYTES are sent: the totals count every host, and
-``unlisted_hosts`` says how many rows were left out and why. A host is stale when Prometheus no longer holds it current (a failed scrape writes staleness
+Rows are arrays under ``host_columns`` (columnar). Every host's row is kept here; each request
+gets one page of them (pages.py), while the totals count every host and ``unlisted_hosts`` says
+how many hosts no page can list (an unusable name) and why. A host is stale when Prometheus no longer holds it current (a failed scrape writes staleness
 markers) or when its newest sample is older than two of its scrape intervals.
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections import defaultdict
@@ -22,8 +21,6 @@ HOST_COLUMNS = ("hostname", "current", "stale", "age_s", "gpu_count", "busy_gpus
                 "memory_total_gib", "temperature_max_c", "power_w", "simulated")
 STALE_AFTER_INTERVALS = 2
 MIB_PER_GIB = 1024
-# The rows' share of the sidebar's 64 KB per refresh (the rest: one host's detail, the head).
-ROWS_BUDGET_BYTES = 48_000
 MAX_GPUS_PER_HOST = 100_000  # a count past this is not a count of GPUs
 # stat of the overview query -> the metric whose plausible range bounds it (per GPU)
 SANE_STAT = {"util_mean": UTIL, "util_max": UTIL, "temp_max": TEMP}
@@ -145,31 +142,13 @@ def build(result: Iterable[Mapping[str, Any]], intervals: Mapping[tuple[str, str
                      r1(v["util_max"]), r1(None if used is None else used / MIB_PER_GIB),
                      r1(None if total is None else total / MIB_PER_GIB), r1(v["temp_max"]), r1(v["power_w"]),
                      simulated])
-    listed = _within_budget(rows, current_host)
     return {"queried_at": evaluated, "scrape_interval_s": r1(typical_interval(per_host, intervals)),
-            "host_columns": list(HOST_COLUMNS), "hosts": listed, "totals": totals,
-            "unlisted_hosts": unusable + len(rows) - len(listed),
-            "unlisted_reason": _unlisted_reason(unusable, len(rows) - len(listed), len(listed))}
+            "host_columns": list(HOST_COLUMNS), "hosts": rows, "totals": totals,
+            "unlisted_hosts": unusable, "unlisted_reason": _unlisted_reason(unusable)}
 
 
-def _within_budget(rows: list[list[Any]], current_host: str) -> list[list[Any]]:
-    """The rows that fit ROWS_BUDGET_BYTES: this server's host first, then by name."""
-    ordered = sorted(rows, key=lambda row: row[0] != current_host)  # stable: by name after it
-    kept, size = [], 0
-    for row in ordered:
-        size += len(json.dumps(row, separators=(",", ":"))) + 1
-        if size > ROWS_BUDGET_BYTES:
-            break
-        kept.append(row)
-    return sorted(kept, key=lambda row: row[0])
-
-
-def _unlisted_reason(unusable: int, over_budget: int, listed: int) -> str | None:
-    words = []
-    if over_budget:
-        words.append(f"{over_budget} more host{'s' * (over_budget != 1)} than the sidebar is sent (the first "
-                     f"{listed} by name are listed; the totals count every host)")
-    if unusable:
-        words.append(f"{unusable} host{'s' * (unusable != 1)} with an unusable name (empty, over "
-                     f"{MAX_HOST_CHARS} characters, or not Unicode text)")
-    return "Not listed: " + "; ".join(words) if words else None
+def _unlisted_reason(unusable: int) -> str | None:
+    if not unusable:
+        return None
+    return (f"Not listed: {unusable} host{'s' * (unusable != 1)} with an unusable name (empty, over "
+            f"{MAX_HOST_CHARS} characters, or not Unicode text)")

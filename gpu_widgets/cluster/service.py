@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import detail, overview, promql
+from .pages import PageQuery, Pages
 from .prometheus import DEFAULT_MAX_ANSWER_MB, ERROR, Auth, PrometheusClient, PrometheusError
 
 OK = "ok"
@@ -49,6 +50,15 @@ class Answer:
         self.body = None if payload is None else json.dumps(payload, allow_nan=False, separators=(",", ":"))
 
 
+class OverviewAnswer(Answer):
+    """An overview round: every host's row, never sent whole; each request gets a page of it."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        self.payload = payload
+        self.body = None
+        self.pages = Pages(payload)
+
+
 class ClusterService:
     """``problem``: why the settings cannot be used. Then every answer is status "error" with it as
     the reason, and Prometheus is never asked (a bad setting must not take the local sidebar down)."""
@@ -67,7 +77,7 @@ class ClusterService:
         self._warned: str | None = None
 
     # -- shared, cached rounds ------------------------------------------------------------------
-    async def _shared(self, key: str, make: Callable[[], Awaitable[dict[str, Any] | None]]) -> Answer:
+    async def _shared(self, key: str, make: Callable[[], Awaitable[dict[str, Any] | Answer | None]]) -> Answer:
         hit = self._cache.get(key)
         now = time.monotonic()
         if hit is not None and hit[0] > now:
@@ -87,9 +97,10 @@ class ClusterService:
         if not round_.cancelled() and round_.exception() is not None:
             self.log.error("gpu-widgets cluster view: a query round failed", exc_info=round_.exception())
 
-    async def _round(self, key: str, make: Callable[[], Awaitable[dict[str, Any] | None]]) -> Answer:
+    async def _round(self, key: str, make: Callable[[], Awaitable[dict[str, Any] | Answer | None]]) -> Answer:
         try:
-            answer = Answer(await make())  # a failure is an answer too: cached as long
+            made = await make()  # a failure is an answer too: cached as long
+            answer = made if isinstance(made, Answer) else Answer(made)
             self._cache[key] = (time.monotonic() + self.config.refresh_s, answer)
             self._cache.move_to_end(key)
             while len(self._cache) > MAX_CACHED_DETAILS + 1:
@@ -121,8 +132,19 @@ class ClusterService:
         return {"status": status, "reason": reason,
                 "prometheus_url": self.client.url if self.client else None, "current_host": self.current_host}
 
-    async def overview(self) -> Answer:
-        return await self._shared("overview", self._overview)
+    async def overview(self, query: PageQuery = PageQuery()) -> str:
+        """The JSON of one page of the overview, cut from this refresh's one round."""
+        answer = await self._shared("overview", self._overview_answer)
+        assert isinstance(answer, OverviewAnswer)
+        body = answer.pages.cached(query)
+        if body is None:
+            # Filtering and sorting thousands of rows: off the loop, as the round's build is.
+            body = await asyncio.get_running_loop().run_in_executor(None, answer.pages.make, query)
+            answer.pages.keep(query, body)
+        return body
+
+    async def _overview_answer(self) -> OverviewAnswer:
+        return OverviewAnswer(await self._overview())
 
     async def _overview(self) -> dict[str, Any]:
         empty = {"queried_at": time.time(), "scrape_interval_s": None, "host_columns": list(overview.HOST_COLUMNS),

@@ -1,6 +1,7 @@
 """``GET {base_url}gpu-widgets/api/v1/cluster``: every host's GPUs, as the configured Prometheus has them.
 
-Without ``host``: the overview (one row per host). With ``host=NAME``: that host's GPUs with a
+Without ``host``: one page of the overview (a row per host; ``filter``, ``activity``, ``sort``,
+``descending``, ``offset`` and ``limit`` choose it). With ``host=NAME``: that host's GPUs with a
 short history, or a 404 when Prometheus knows no such host. Answers come from the cluster
 service's cache (gpu_widgets/cluster/service.py): the loop only waits on non-blocking I/O.
 """
@@ -8,10 +9,14 @@ from __future__ import annotations
 
 from tornado import web
 
+from ..cluster import pages
 from ..cluster.hostnames import host_problem
 from ..cluster.promql import LOOKBACK_S
 from ..cluster.service import ClusterService
+from . import params
 from .handlers import BaseApiHandler
+
+PAGE_PARAMS = ("filter", "activity", "sort", "descending", "offset", "limit")
 
 
 def host_param(arguments: dict[str, list[bytes]]) -> str | None:
@@ -28,8 +33,21 @@ def host_param(arguments: dict[str, list[bytes]]) -> str | None:
     return host
 
 
+def page_query(arguments: dict[str, list[bytes]]) -> pages.PageQuery:
+    try:
+        return pages.PageQuery(
+            filter=params.text(arguments, "filter", pages.MAX_FILTER_CHARS),
+            activity=params.choice(arguments, "activity", pages.ACTIVITIES, "all"),
+            sort=params.choice(arguments, "sort", tuple(pages.SORT_COLUMNS), "host"),
+            descending=params.flag(arguments, "descending"),
+            offset=params.bounded_int(arguments, "offset", 0, 0, pages.MAX_OFFSET),
+            limit=params.bounded_int(arguments, "limit", pages.MAX_PAGE_ROWS, 1, pages.MAX_PAGE_ROWS))
+    except params.BadParameter as exc:
+        raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
+
+
 class ClusterHandler(BaseApiHandler):
-    allowed_params = ("host",)
+    allowed_params = ("host", *PAGE_PARAMS)
 
     @property
     def cluster(self) -> ClusterService:
@@ -40,12 +58,17 @@ class ClusterHandler(BaseApiHandler):
         self.check_params()
         host = host_param(self.request.arguments)
         if host is None:
-            answer = await self.cluster.overview()
+            query = page_query(self.request.arguments)
+            body = await self.cluster.overview(query)
         else:
+            given = [name for name in PAGE_PARAMS if name in self.request.arguments]
+            if given:
+                raise web.HTTPError(400, f"{given[0]}: only for the overview, not with host", reason="bad_parameter")
             answer = await self.cluster.detail(host)
             if answer.payload is None:
                 raise web.HTTPError(404, f"Prometheus has no GPUs with Hostname={host!r} in the last "
                                     f"{LOOKBACK_S // 60} minutes (see the overview for the hosts it has)",
                                     reason="not_found")
+            body = answer.body
         self.set_header("Content-Type", "application/json")
-        self.finish(answer.body)
+        self.finish(body)

@@ -72,3 +72,22 @@ def flag(arguments: Mapping[str, Sequence[bytes]], name: str) -> bool:
     if raw.lower() in ("0", "false"):
         return False
     raise BadParameter(name, f"expected 1 or 0, got {raw!r}")
+
+
+def choice(arguments: Mapping[str, Sequence[bytes]], name: str, choices: Sequence[str], default: str) -> str:
+    raw = _one(arguments, name)
+    if raw is None:
+        return default
+    if raw not in choices:
+        raise BadParameter(name, f"expected one of {', '.join(choices)}, got {raw[:80]!r}")
+    return raw
+
+
+def text(arguments: Mapping[str, Sequence[bytes]], name: str, max_chars: int) -> str:
+    """Free text of at most ``max_chars`` characters (absent: empty)."""
+    raw = _one(arguments, name)
+    if raw is None:
+        return ""
+    if len(raw) > max_chars:
+        raise BadParameter(name, f"expected at most {max_chars} characters, got {len(raw)}")
+    return raw

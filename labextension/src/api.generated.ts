@@ -183,7 +183,7 @@ export interface paths {
         };
         /**
          * Every host's GPUs as the configured Prometheus has them (the sidebar's Cluster view)
-         * @description Queried in PromQL over dcgm-exporter's metric names (so gpu-widgets' own export and NVIDIA's dcgm-exporter work alike), once per GpuWidgets.cluster_refresh_s for all clients. Without `host`: the overview, one row per host. With `host`: that host's GPUs with about 10 minutes of history. A host is stale when its newest sample is older than two scrape intervals or Prometheus marked its series stale (its scrape failed); stopped hosts stay listed for 10 minutes.
+         * @description Queried in PromQL over dcgm-exporter's metric names (so gpu-widgets' own export and NVIDIA's dcgm-exporter work alike), once per GpuWidgets.cluster_refresh_s for all clients. Without `host`: one page of the overview (at most 100 rows and 48,000 bytes of them, chosen by `filter`, `activity`, `sort`, `descending`, `offset` and `limit`, all cut from the same cached round: Prometheus is asked once per refresh whatever the pages asked), with totals over every host. With `host`: that host's GPUs with about 10 minutes of history. A host is stale when its newest sample is older than two scrape intervals or Prometheus marked its series stale (its scrape failed); stopped hosts stay listed for 10 minutes.
          */
         get: operations["getCluster"];
         put?: never;
@@ -561,7 +561,7 @@ export interface components {
             scrape_interval_s: number | null;
             /** @description names of the columns of each row of hosts, in this order: hostname, current, stale, age_s, gpu_count, busy_gpus, free_gpus, utilization_mean_percent, utilization_max_percent, memory_used_gib, memory_total_gib, temperature_max_c, power_w, simulated */
             host_columns: ("hostname" | "current" | "stale" | "age_s" | "gpu_count" | "busy_gpus" | "free_gpus" | "utilization_mean_percent" | "utilization_max_percent" | "memory_used_gib" | "memory_total_gib" | "temperature_max_c" | "power_w" | "simulated")[];
-            /** @description one row per host, sorted by hostname; numbers rounded to 0.1, null where absent. busy: GPUs at >= 10 % utilization; free: GPUs under 10 % utilization with under 10 % of their memory used; memory total = used + free (dcgm-exporter has no total); power: the sum over the host's GPUs. A host whose scrape failed keeps gpu_count and age_s (it stays listed 10 minutes) and has null readings */
+            /** @description the page's rows: the hosts that match filter and activity, in the order of sort, from offset, at most limit of them and 48,000 bytes of rows; numbers rounded to 0.1, null where absent. busy: GPUs at >= 10 % utilization; free: GPUs under 10 % utilization with under 10 % of their memory used; memory total = used + free (dcgm-exporter has no total); power: the sum over the host's GPUs. A host whose scrape failed keeps gpu_count and age_s (it stays listed 10 minutes) and has null readings */
             hosts: components["schemas"]["ClusterHostRow"][];
             /** @description busy_gpus and free_gpus count only hosts that are not stale */
             totals: {
@@ -573,10 +573,16 @@ export interface components {
                 /** @description hosts whose GPUs are gpu-widgets' simulated ones */
                 simulated_hosts: number;
             };
-            /** @description hosts counted in totals but not in hosts: rows past the sidebar's budget (48,000 bytes of rows; this server's host is always listed, then by name), and hosts whose name the detail cannot be asked for (empty, over 1024 characters) */
+            /** @description hosts counted in totals that no page lists: their name is one the detail cannot be asked for (empty, over 1024 characters) */
             unlisted_hosts: number;
-            /** @description why hosts are not listed, in plain words; null when every host is */
+            /** @description why hosts are not listed, in plain words; null when every host can be */
             unlisted_reason: string | null;
+            /** @description how many listable hosts match filter and activity (every page together) */
+            matched_hosts: number;
+            /** @description where this page starts among the matching hosts (the one asked, or the last page's start when that was past the end) */
+            offset: number;
+            /** @description the most rows the page could hold (the one asked) */
+            limit: number;
         };
         /** @description a host as values in the order of host_columns: hostname (string), current (bool: this server's host), stale (bool), age_s (seconds since its newest sample; for a stale host to within the larger of its scrape interval and 5 s), gpu_count, busy_gpus, free_gpus (integers), utilization_mean_percent, utilization_max_percent, memory_used_gib, memory_total_gib, temperature_max_c, power_w (numbers or null), simulated (bool: the host's gpu-widgets export says its GPUs are simulated, gpu_widgets_info{simulated="true"}; false for NVIDIA's dcgm-exporter, which has no such series) */
         ClusterHostRow: (string | boolean | (number | null))[];
@@ -1060,6 +1066,18 @@ export interface operations {
             query?: {
                 /** @description a host name exactly as the overview lists it (its Hostname, or current dcgm-exporter's hostname, label; spaces and control characters included): answer with that host's detail */
                 host?: string;
+                /** @description overview only: list the hosts whose name holds every word of this text, case-insensitively ("this server" matches this server's host); leading and trailing spaces are ignored */
+                filter?: string;
+                /** @description overview only: all (default); busy: hosts with a busy GPU; free: hosts with a free GPU (both among hosts that are not stale); stale: hosts that stopped reporting */
+                activity?: "all" | "busy" | "free" | "stale";
+                /** @description overview only: the column the hosts are ordered by (host: the name; gpus: gpu_count; busy, free: busy_gpus, free_gpus; utilization, utilization_max: the mean and max utilization; memory: memory_used_gib; temperature: temperature_max_c; power: power_w). Unknown values and stale hosts come last either way; ties by name */
+                sort?: "host" | "gpus" | "busy" | "free" | "utilization" | "utilization_max" | "memory" | "temperature" | "power";
+                /** @description overview only: 1 for the largest (or the last name) first; 0 (default) for the smallest first */
+                descending?: "0" | "1" | "true" | "false";
+                /** @description overview only: how many matching hosts (in the sort's order) come before the page; one past the last matching host gives the last page instead (see offset in the answer) */
+                offset?: number;
+                /** @description overview only: at most this many rows (fewer when their 48,000 bytes are reached: ask the next page from offset + the rows received) */
+                limit?: number;
             };
             header?: never;
             path?: never;
@@ -1076,7 +1094,7 @@ export interface operations {
                     "application/json": components["schemas"]["ClusterOverview"] | components["schemas"]["ClusterHost"];
                 };
             };
-            /** @description unknown parameter, or an empty or overlong host */
+            /** @description unknown parameter, an empty or overlong host, a bad page parameter (filter over 1024 characters, an unknown sort or activity, offset or limit out of range), or a page parameter given with host */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -1,6 +1,7 @@
 /**
  * The Cluster view's data: the server's `cluster` answers (read from Prometheus by the server),
- * turned into host rows, sorted, filtered and worded.
+ * turned into host rows and words, and the page of hosts the view asks for (the server filters,
+ * sorts and pages the hosts: every host is findable in ~48 KB of rows per refresh).
  *
  * The overview sends its hosts as arrays in `host_columns` order (compact for 500 hosts); every
  * column is read by its name, so the server may add or reorder columns without breaking us.
@@ -122,7 +123,11 @@ export function parseOverview(body: unknown): { overview: IClusterOverview; host
     totals: b.totals && typeof b.totals === 'object' ? b.totals : totalsOf(hosts),
     // An older server lists every host: nothing unlisted.
     unlisted_hosts: num(b.unlisted_hosts) ?? 0,
-    unlisted_reason: typeof b.unlisted_reason === 'string' ? b.unlisted_reason : null
+    unlisted_reason: typeof b.unlisted_reason === 'string' ? b.unlisted_reason : null,
+    // An older server sends every host on one page.
+    matched_hosts: num(b.matched_hosts) ?? hosts.length,
+    offset: num(b.offset) ?? 0,
+    limit: num(b.limit) ?? Math.max(1, hosts.length)
   };
   return { overview, hosts };
 }
@@ -142,80 +147,64 @@ export const HOST_SORT_KEYS: readonly HostSortKey[] = [
   'power'
 ];
 
-function sortValue(host: IClusterHost, key: Exclude<HostSortKey, 'host'>): number | null {
-  switch (key) {
-    case 'gpus':
-      return host.gpuCount;
-    case 'busy':
-      return host.busyGpus;
-    case 'free':
-      return host.freeGpus;
-    case 'utilization':
-      return host.utilMean;
-    case 'utilMax':
-      return host.utilMax;
-    case 'memory':
-      return host.memUsedGiB;
-    case 'temperature':
-      return host.tempMaxC;
-    case 'power':
-      return host.powerW;
-  }
-}
-
-const byName = (a: IClusterHost, b: IClusterHost): number =>
-  a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0;
-
-/**
- * The hosts sorted by a column. Unknown values (stale hosts' readings among them) go last in
- * either direction, and ties keep host-name order, so the order does not jump between refreshes.
- */
-export function sortHosts(hosts: readonly IClusterHost[], key: HostSortKey, descending: boolean): IClusterHost[] {
-  if (!HOST_SORT_KEYS.includes(key)) {
-    throw new Error(`cannot sort the hosts by ${JSON.stringify(key)}: use one of ${HOST_SORT_KEYS.join(', ')}`);
-  }
-  if (key === 'host') {
-    return [...hosts].sort((a, b) => (descending ? byName(b, a) : byName(a, b)));
-  }
-  return [...hosts].sort((a, b) => {
-    const va = a.stale ? null : sortValue(a, key);
-    const vb = b.stale ? null : sortValue(b, key);
-    if (va === null || vb === null) {
-      return va === vb ? byName(a, b) : va === null ? 1 : -1;
-    }
-    return va === vb ? byName(a, b) : descending ? vb - va : va - vb;
-  });
-}
+/** The server's name of each sort column (`sort=` of `GET cluster`). */
+const SORT_PARAM: { readonly [key in HostSortKey]: string } = {
+  host: 'host',
+  gpus: 'gpus',
+  busy: 'busy',
+  free: 'free',
+  utilization: 'utilization',
+  utilMax: 'utilization_max',
+  memory: 'memory',
+  temperature: 'temperature',
+  power: 'power'
+};
 
 /** Which hosts the table lists. */
 export type HostFilter = 'all' | 'busy' | 'free' | 'stale';
 
 export const HOST_FILTERS: readonly HostFilter[] = ['all', 'busy', 'free', 'stale'];
 
-/**
- * The hosts a filter keeps: `busy` those with a busy GPU, `free` those with a free GPU (both
- * among hosts that report: a stale host's old readings say nothing about now), `stale` those
- * that stopped reporting. The text matches host names case-insensitively (every word must match);
- * "this server" finds the current host.
- */
-export function filterHosts(hosts: readonly IClusterHost[], text: string, filter: HostFilter): IClusterHost[] {
-  if (!HOST_FILTERS.includes(filter)) {
-    throw new Error(`cannot filter the hosts by ${JSON.stringify(filter)}: use one of ${HOST_FILTERS.join(', ')}`);
+/** Which page of hosts the view shows: the server filters, sorts and cuts it. */
+export interface IHostQuery {
+  /** Every word must be in the host name (case-insensitive); "this server" finds the current host. */
+  filter: string;
+  activity: HostFilter;
+  sort: HostSortKey;
+  descending: boolean;
+  /** The first host of the page, counted among the matching ones. */
+  offset: number;
+}
+
+export const DEFAULT_HOST_QUERY: IHostQuery = { filter: '', activity: 'all', sort: 'host', descending: false, offset: 0 };
+
+/** The query parameters of `GET cluster` for a page of at most `limit` hosts. */
+export function hostQueryParams(q: IHostQuery, limit: number): { [name: string]: string | number } {
+  if (!HOST_SORT_KEYS.includes(q.sort)) {
+    throw new Error(`cannot sort the hosts by ${JSON.stringify(q.sort)}: use one of ${HOST_SORT_KEYS.join(', ')}`);
   }
-  const words = text.toLowerCase().split(/\s+/).filter(Boolean);
-  return hosts.filter(h => {
-    if (filter === 'stale' && !h.stale) {
-      return false;
-    }
-    if (filter === 'busy' && (h.stale || !(h.busyGpus ?? 0))) {
-      return false;
-    }
-    if (filter === 'free' && (h.stale || !(h.freeGpus ?? 0))) {
-      return false;
-    }
-    const hay = `${h.hostname}${h.current ? ' this server' : ''}`.toLowerCase();
-    return words.every(w => hay.includes(w));
-  });
+  if (!HOST_FILTERS.includes(q.activity)) {
+    throw new Error(`cannot filter the hosts by ${JSON.stringify(q.activity)}: use one of ${HOST_FILTERS.join(', ')}`);
+  }
+  const params: { [name: string]: string | number } = {
+    sort: SORT_PARAM[q.sort],
+    descending: q.descending ? 1 : 0,
+    offset: Math.max(0, Math.floor(q.offset)),
+    limit
+  };
+  const filter = q.filter.trim();
+  if (filter) {
+    params.filter = filter;
+  }
+  if (q.activity !== 'all') {
+    params.activity = q.activity;
+  }
+  return params;
+}
+
+/** "Hosts 101–200 of 1234" (of those matching the filter). */
+export function pageText(offset: number, rows: number, matched: number): string {
+  return `Hosts ${offset + 1}–${offset + rows} of ${matched}`;
 }
 
 const DASH = '—';

@@ -1,7 +1,8 @@
 /**
  * The Cluster view's model: asks the server's `cluster` endpoint once at start (is a Prometheus
  * configured at all?), then polls it only while the Cluster view is on screen, with the details
- * of the hosts that are open.
+ * of the hosts that are open. It asks for the page of hosts the view shows (filter, sort, offset):
+ * the server pages them, so every host is findable in a bounded answer.
  *
  * A Lumino `Poll` as in the GPU model (fetchPoll.ts): backoff on failures, standby while the
  * view is hidden or the browser tab is, so 500 hosts cost nothing while nobody looks.
@@ -9,7 +10,15 @@
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { IClusterHost, IClusterHostDetail, IClusterOverview, parseOverview } from './cluster';
+import {
+  DEFAULT_HOST_QUERY,
+  hostQueryParams,
+  IClusterHost,
+  IClusterHostDetail,
+  IClusterOverview,
+  IHostQuery,
+  parseOverview
+} from './cluster';
 import { FetchPoll } from './fetchPoll';
 import { MAX_BACKOFF_MS } from './pollLimits';
 import { Query, requestAPI } from './request';
@@ -29,6 +38,9 @@ export const PROBE_RETRY_MS = 30_000;
 
 /** At most this many hosts' details are asked for per refresh (the oldest opened ones close). */
 export const MAX_OPEN_HOSTS = 8;
+
+/** Rows per page of hosts (the server's most). */
+export const HOST_PAGE = 100;
 
 /** One open host's details: what the last request brought, or why it failed. */
 export type HostDetailState =
@@ -74,8 +86,35 @@ export class ClusterModel implements IDisposable {
     return this._overview;
   }
 
+  /** The hosts of the page shown. */
   get hosts(): readonly IClusterHost[] {
     return this._hosts;
+  }
+
+  /** The page of hosts asked for. */
+  get query(): IHostQuery {
+    return this._query;
+  }
+
+  /**
+   * Ask for another page: a new filter, activity or sort starts at the first one. Asked at once
+   * while the view is shown (the answer for an older query is never shown after a newer one).
+   */
+  setQuery(changes: Partial<IHostQuery>): void {
+    const next = { ...this._query, ...changes };
+    const keys = Object.keys(next) as (keyof IHostQuery)[];
+    if (this._isDisposed || keys.every(k => next[k] === this._query[k])) {
+      return;
+    }
+    if (changes.offset === undefined) {
+      next.offset = 0;
+    }
+    hostQueryParams(next, HOST_PAGE); // throws for a sort or activity that does not exist
+    this._query = next;
+    this._changed.emit();
+    if (this._visible) {
+      void this._fetcher.refresh();
+    }
   }
 
   /** Why the last request failed (the server's words), or null after a good answer. */
@@ -86,7 +125,8 @@ export class ClusterModel implements IDisposable {
   /** The hosts whose details are shown. */
   get openHosts(): readonly string[] {
     if (this._chosen === null) {
-      return this._hosts.length <= EXPAND_ALL_UP_TO ? this._hosts.map(h => h.hostname) : [];
+      const all = this._overview?.totals.hosts ?? this._hosts.length;
+      return all <= EXPAND_ALL_UP_TO ? this._hosts.map(h => h.hostname) : [];
     }
     return this._chosen;
   }
@@ -159,7 +199,13 @@ export class ClusterModel implements IDisposable {
 
   private async _fetch(): Promise<void> {
     try {
-      const body = await this._request<unknown>(CLUSTER_ENDPOINT);
+      let body: unknown;
+      let asked: IHostQuery;
+      do {
+        // The query may change while the answer travels (typing): ask again for the newest one.
+        asked = this._query;
+        body = await this._request<unknown>(CLUSTER_ENDPOINT, hostQueryParams(asked, HOST_PAGE));
+      } while (asked !== this._query && !this._isDisposed);
       let parsed: ReturnType<typeof parseOverview>;
       try {
         parsed = parseOverview(body);
@@ -228,6 +274,7 @@ export class ClusterModel implements IDisposable {
   private _overview: IClusterOverview | null = null;
   private _probeRetryMs: number;
   private _probeTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+  private _query: IHostQuery = DEFAULT_HOST_QUERY;
   private _request: RequestFn;
   private _started = false;
   private _visible = false;

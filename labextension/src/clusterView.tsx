@@ -1,7 +1,8 @@
 /**
  * The sidebar's Cluster view: the "This machine | Cluster" switch, a totals line, and a host
- * table that fits the panel (sortable, filterable, 100 rows at a time so 500 hosts stay fast);
- * a click on a host opens its GPUs (clusterHost.tsx). The rows' numbers come from cluster.ts.
+ * table that fits the panel (sortable, filterable, a page of 100 rows at a time: the server
+ * filters, sorts and pages, so every host can be found); a click on a host opens its GPUs
+ * (clusterHost.tsx). The rows' numbers come from cluster.ts.
  *
  * The view records how long each render with data takes (`performance.measure`, name
  * CLUSTER_RENDER_MEASURE) so the scale benchmark can read it from Chromium.
@@ -9,7 +10,6 @@
 import * as React from 'react';
 
 import {
-  filterHosts,
   formatMemory,
   formatPercent,
   formatPower,
@@ -17,13 +17,13 @@ import {
   HostFilter,
   HostSortKey,
   IClusterHost,
+  pageText,
   problemText,
-  sortHosts,
   staleText,
   totalsText
 } from './cluster';
 import { HostDetail } from './clusterHost';
-import { ClusterModel } from './clusterModel';
+import { ClusterModel, HOST_PAGE } from './clusterModel';
 import { formatClock } from './format';
 import { IPalette } from './palette';
 import { SIMULATED_HINT } from './tokens';
@@ -31,8 +31,11 @@ import { SIMULATED_HINT } from './tokens';
 /** Which view the GPU panel shows. */
 export type PanelView = 'local' | 'cluster';
 
-/** Rows drawn at first, and added by each "Show more". */
-export const HOST_PAGE = 100;
+/** Typing in the filter box asks the server once it pauses this long. */
+export const FILTER_DEBOUNCE_MS = 300;
+
+/** The filter box takes no more than a host name's characters (the server's limit). */
+const MAX_FILTER_CHARS = 1024;
 
 /** From this many hosts on, the table offers the filter box and the busy/free/stale choice. */
 export const HOST_FILTER_FROM = 4;
@@ -78,18 +81,21 @@ const HEAD_SUB: readonly { key: HostSortKey; label: string; title: string }[] = 
 export function ClusterView(props: { model: ClusterModel; palette: IPalette }): JSX.Element {
   const { model, palette } = props;
   const overview = model.overview;
-  const [sort, setSort] = React.useState<{ key: HostSortKey; descending: boolean }>({ key: 'host', descending: false });
-  const [text, setText] = React.useState('');
-  const [filter, setFilter] = React.useState<HostFilter>('all');
-  const [limit, setLimit] = React.useState(HOST_PAGE);
+  const query = model.query;
+  const sort = { key: query.sort, descending: query.descending };
+  // The box shows what is typed at once; the server is asked when typing pauses.
+  const [text, setText] = React.useState(query.filter);
+  React.useEffect(() => {
+    const timer = setTimeout(() => model.setQuery({ filter: text }), FILTER_DEBOUNCE_MS);
+    return () => clearTimeout(timer);
+  }, [model, text]);
   const started = React.useRef(0);
   started.current = performance.now();
-  const all = model.hosts;
-  const rows = React.useMemo(
-    () => sortHosts(filterHosts(all, text, filter), sort.key, sort.descending),
-    [all, text, filter, sort]
-  );
-  const shown = rows.slice(0, limit);
+  const shown = model.hosts;
+  const all = overview?.totals.hosts ?? shown.length;
+  const matched = overview?.matched_hosts ?? shown.length;
+  const offset = overview?.offset ?? 0;
+  const after = Math.max(0, matched - offset - shown.length);
   const open = model.openHosts;
   const toggle = React.useCallback((hostname: string) => model.toggleHost(hostname), [model]);
   React.useLayoutEffect(() => {
@@ -98,7 +104,7 @@ export function ClusterView(props: { model: ClusterModel; palette: IPalette }): 
       return;
     }
     const start = started.current;
-    const detail = { hosts: all.length, rows: shown.length, queriedAt: overview?.queried_at ?? null };
+    const detail = { hosts: all, rows: shown.length, queriedAt: overview?.queried_at ?? null };
     performance.measure(CLUSTER_RENDER_MEASURE, { start, end: performance.now(), detail });
     requestAnimationFrame(() => {
       setTimeout(() => performance.measure(CLUSTER_PAINT_MEASURE, { start, end: performance.now(), detail }), 0);
@@ -106,7 +112,7 @@ export function ClusterView(props: { model: ClusterModel; palette: IPalette }): 
   });
   const clickHeader = (key: HostSortKey): void =>
     // A second click turns the order round; a numeric column starts with the largest.
-    setSort(s => (s.key === key ? { key, descending: !s.descending } : { key, descending: key !== 'host' }));
+    model.setQuery(sort.key === key ? { sort: key, descending: !sort.descending } : { sort: key, descending: key !== 'host' });
   const problem = overview ? problemText(overview.status, overview.reason, overview.prometheus_url) : null;
   return (
     <div className="jp-GpuWidgets-body jp-GpuWidgets-cluster" aria-label="GPU cluster" role="region">
@@ -135,23 +141,23 @@ export function ClusterView(props: { model: ClusterModel; palette: IPalette }): 
           </div>
         </div>
       )}
-      {overview && (all.length > 0 || overview.status === 'ok') && (
+      {overview && (all > 0 || overview.status === 'ok') && (
         <p className="jp-GpuWidgets-clusterTotals" role="status" aria-label="Cluster totals">
           {totalsText(overview.totals)}
         </p>
       )}
       {overview?.unlisted_reason && (
-        // The server sends no more rows than the panel can use; the totals above still count every host.
+        // Hosts no page can list (unusable names); the totals above still count them.
         <p className="jp-GpuWidgets-muted jp-GpuWidgets-unlisted" aria-label="Hosts not listed">
           {overview.unlisted_reason}.
         </p>
       )}
-      {overview?.status === 'ok' && !all.length && (
+      {overview?.status === 'ok' && !all && (
         <p className="jp-GpuWidgets-muted">Prometheus has no GPU metrics (DCGM_FI_DEV_*) from any host yet.</p>
       )}
-      {all.length > 0 && (
+      {all > 0 && (
         <section className="jp-GpuWidgets-hosts" aria-label="Hosts">
-          {all.length >= HOST_FILTER_FROM && (
+          {all >= HOST_FILTER_FROM && (
             <div className="jp-GpuWidgets-overviewTools">
               <input
                 className="jp-GpuWidgets-filter"
@@ -159,19 +165,14 @@ export function ClusterView(props: { model: ClusterModel; palette: IPalette }): 
                 value={text}
                 placeholder="Filter: host name"
                 aria-label="Filter hosts by name"
-                onChange={e => {
-                  setText(e.target.value);
-                  setLimit(HOST_PAGE);
-                }}
+                maxLength={MAX_FILTER_CHARS}
+                onChange={e => setText(e.target.value)}
               />
               <select
                 className="jp-GpuWidgets-activity"
-                value={filter}
+                value={query.activity}
                 aria-label="Show busy, free or stale hosts"
-                onChange={e => {
-                  setFilter(e.target.value as HostFilter);
-                  setLimit(HOST_PAGE);
-                }}
+                onChange={e => model.setQuery({ activity: e.target.value as HostFilter })}
               >
                 <option value="all">All</option>
                 <option value="busy">With busy GPUs</option>
@@ -180,7 +181,7 @@ export function ClusterView(props: { model: ClusterModel; palette: IPalette }): 
               </select>
             </div>
           )}
-          <div className="jp-GpuWidgets-hostGrid" role="grid" aria-label="Hosts" aria-rowcount={rows.length + 1}>
+          <div className="jp-GpuWidgets-hostGrid" role="grid" aria-label="Hosts" aria-rowcount={matched + 1}>
             <div className="jp-GpuWidgets-hostHead" role="row">
               {HEAD_MAIN.map(c => (
                 <SortHeader key={c.key} column={c} sort={sort} onClick={clickHeader} />
@@ -212,11 +213,30 @@ export function ClusterView(props: { model: ClusterModel; palette: IPalette }): 
               ))}
             </div>
           </div>
-          {!rows.length && <p className="jp-GpuWidgets-muted">No host matches the filter.</p>}
-          {rows.length > shown.length && (
-            <button className="jp-GpuWidgets-button jp-GpuWidgets-showMore" onClick={() => setLimit(limit + HOST_PAGE)}>
-              Show {Math.min(HOST_PAGE, rows.length - shown.length)} more ({rows.length - shown.length} not shown)
-            </button>
+          {!shown.length && <p className="jp-GpuWidgets-muted">No host matches the filter.</p>}
+          {(offset > 0 || after > 0) && shown.length > 0 && (
+            // Pages of the hosts that match: the server sends one page per refresh.
+            <nav className="jp-GpuWidgets-hostPages" aria-label="Pages of hosts">
+              <span role="status" aria-label="Hosts shown">
+                {pageText(offset, shown.length, matched)}
+              </span>
+              {offset > 0 && (
+                <button
+                  className="jp-GpuWidgets-button"
+                  onClick={() => model.setQuery({ offset: Math.max(0, offset - HOST_PAGE) })}
+                >
+                  Previous {HOST_PAGE}
+                </button>
+              )}
+              {after > 0 && (
+                <button
+                  className="jp-GpuWidgets-button jp-GpuWidgets-nextPage"
+                  onClick={() => model.setQuery({ offset: offset + shown.length })}
+                >
+                  Next {Math.min(HOST_PAGE, after)} ({after} more {after === 1 ? 'host' : 'hosts'})
+                </button>
+              )}
+            </nav>
           )}
         </section>
       )}

@@ -1,16 +1,17 @@
 /**
- * The Cluster view's data: columns read by name, sorting, filtering, stale hosts, words.
+ * The Cluster view's data: columns read by name, the page asked for, stale hosts, words.
  */
 import {
-  filterHosts,
+  DEFAULT_HOST_QUERY,
   formatMemory,
   formatPower,
   historyPoints,
+  hostQueryParams,
   IClusterHost,
   IClusterTotals,
+  pageText,
   parseOverview,
   problemText,
-  sortHosts,
   staleText,
   totalsOf,
   totalsText
@@ -84,55 +85,38 @@ describe('parseOverview', () => {
   });
 });
 
-describe('sortHosts', () => {
-  const rows = hosts([
-    hostRow({ hostname: 'b', busy_gpus: 2, utilization_mean_percent: 50 }),
-    hostRow({ hostname: 'a', busy_gpus: 7, utilization_mean_percent: null }),
-    hostRow({ hostname: 'c', busy_gpus: 2, utilization_mean_percent: 90, stale: true }),
-    hostRow({ hostname: 'd', busy_gpus: 0, utilization_mean_percent: 10 })
-  ]);
-  const names = (hs: IClusterHost[]): string[] => hs.map(h => h.hostname);
-
-  it('sorts by name either way', () => {
-    expect(names(sortHosts(rows, 'host', false))).toEqual(['a', 'b', 'c', 'd']);
-    expect(names(sortHosts(rows, 'host', true))).toEqual(['d', 'c', 'b', 'a']);
+describe('the page asked of the server', () => {
+  it('asks for the first page by host name by default', () => {
+    expect(hostQueryParams(DEFAULT_HOST_QUERY, 100)).toEqual({ sort: 'host', descending: 0, offset: 0, limit: 100 });
   });
 
-  it('puts unknown values and stale hosts last in both directions, ties by name', () => {
-    expect(names(sortHosts(rows, 'utilization', true))).toEqual(['b', 'd', 'a', 'c']);
-    expect(names(sortHosts(rows, 'utilization', false))).toEqual(['d', 'b', 'a', 'c']);
-    expect(names(sortHosts(rows, 'busy', true))).toEqual(['a', 'b', 'd', 'c']);
+  it('sends the filter trimmed, the activity, the sort by the server\'s name and the offset', () => {
+    const q = { filter: '  node B ', activity: 'free' as const, sort: 'utilMax' as const, descending: true, offset: 200 };
+    expect(hostQueryParams(q, 100)).toEqual({
+      filter: 'node B',
+      activity: 'free',
+      sort: 'utilization_max',
+      descending: 1,
+      offset: 200,
+      limit: 100
+    });
   });
 
-  it('refuses a column that does not exist', () => {
-    expect(() => sortHosts(rows, 'nonsense' as never, false)).toThrow(/cannot sort the hosts by "nonsense": use one of host, gpus/);
-  });
-});
-
-describe('filterHosts', () => {
-  const rows = hosts([
-    hostRow({ hostname: 'gpu-node-a', current: true, busy_gpus: 8, free_gpus: 0 }),
-    hostRow({ hostname: 'gpu-node-b', busy_gpus: 0, free_gpus: 8 }),
-    hostRow({ hostname: 'cpu-box', busy_gpus: 8, free_gpus: 8, stale: true, age_s: 45 })
-  ]);
-  const names = (hs: IClusterHost[]): string[] => hs.map(h => h.hostname);
-
-  it('keeps busy, free or stale hosts (a stale host is neither busy nor free)', () => {
-    expect(names(filterHosts(rows, '', 'all'))).toEqual(['gpu-node-a', 'gpu-node-b', 'cpu-box']);
-    expect(names(filterHosts(rows, '', 'busy'))).toEqual(['gpu-node-a']);
-    expect(names(filterHosts(rows, '', 'free'))).toEqual(['gpu-node-b']);
-    expect(names(filterHosts(rows, '', 'stale'))).toEqual(['cpu-box']);
+  it('refuses a column or an activity that does not exist', () => {
+    expect(() => hostQueryParams({ ...DEFAULT_HOST_QUERY, sort: 'nonsense' as never }, 100)).toThrow(
+      /cannot sort the hosts by "nonsense": use one of host, gpus/
+    );
+    expect(() => hostQueryParams({ ...DEFAULT_HOST_QUERY, activity: 'idle' as never }, 100)).toThrow(
+      /use one of all, busy, free, stale/
+    );
   });
 
-  it('matches every word of the text in the host name, case-insensitively; "this server" finds the current host', () => {
-    expect(names(filterHosts(rows, 'NODE b', 'all'))).toEqual(['gpu-node-b']);
-    expect(names(filterHosts(rows, 'this server', 'all'))).toEqual(['gpu-node-a']);
-    expect(names(filterHosts(rows, 'node', 'free'))).toEqual(['gpu-node-b']);
-    expect(filterHosts(rows, 'zzz', 'all')).toEqual([]);
-  });
-
-  it('refuses a filter that does not exist', () => {
-    expect(() => filterHosts(rows, '', 'idle' as never)).toThrow(/use one of all, busy, free, stale/);
+  it('reads where the page starts and how many hosts match; an older server sends every host on one', () => {
+    const paged = parseOverview(overview([hostRow({ hostname: 'a' })], { matched_hosts: 301, offset: 300, limit: 100 }));
+    expect([paged.overview.matched_hosts, paged.overview.offset, paged.overview.limit]).toEqual([301, 300, 100]);
+    const old = parseOverview(overview([hostRow({ hostname: 'a' }), hostRow({ hostname: 'b' })]));
+    expect([old.overview.matched_hosts, old.overview.offset]).toEqual([2, 0]);
+    expect(pageText(300, 1, 301)).toBe('Hosts 301–301 of 301');
   });
 });
 

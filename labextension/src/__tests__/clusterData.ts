@@ -103,3 +103,25 @@ export function hostDetail(hostname: string, gpus = 2, changes: Partial<ICluster
     ...changes
   };
 }
+
+/**
+ * The server's pages of `rows` as `GET cluster` cuts them (names in order; the Python tests check
+ * the server's own filtering and sorting): `filter` words in the name, `offset`, `limit`.
+ */
+export function pageOf(rows: unknown[][], q: { [name: string]: unknown }, changes: Body = {}): Body {
+  const words = String(q.filter ?? '').toLowerCase().split(/\s+/).filter(Boolean);
+  const matching = rows.filter(r => words.every(w => String(r[0]).toLowerCase().includes(w)));
+  const limit = Number(q.limit ?? 100);
+  const offset = Number(q.offset ?? 0);
+  const page = matching.slice(offset, offset + limit);
+  const gpus = rows.length * 8;
+  return overview(page, {
+    totals: { hosts: rows.length, gpus, stale_hosts: 0, busy_gpus: 0, free_gpus: gpus, simulated_hosts: 0 },
+    unlisted_hosts: 0,
+    unlisted_reason: null,
+    matched_hosts: matching.length,
+    offset,
+    limit,
+    ...changes
+  });
+}

@@ -3,7 +3,7 @@
  * the open hosts (all of them for a few hosts); failures said in words.
  */
 import { ClusterModel, EXPAND_ALL_UP_TO, RequestFn } from '../clusterModel';
-import { hostDetail, hostRow, manyHosts, overview } from './clusterData';
+import { hostDetail, hostRow, manyHosts, overview, pageOf } from './clusterData';
 import { MockApi } from './utils';
 
 function model(api: MockApi): ClusterModel {
@@ -24,7 +24,8 @@ describe('ClusterModel', () => {
     await m.probe();
     expect(m.offered).toBe(true);
     expect(m.overview?.reason).toBe('connection refused');
-    expect(api.calls).toEqual([{ endpoint: 'cluster', query: {} }]); // not visible: no polling, no details
+    // not visible: no polling, no details
+    expect(api.calls).toEqual([{ endpoint: 'cluster', query: { sort: 'host', descending: 0, offset: 0, limit: 100 } }]);
     m.dispose();
   });
 
@@ -98,6 +99,77 @@ describe('ClusterModel', () => {
     api.table.cluster = { body: () => ({ status: 'ok', host_columns: ['x'], hosts: [[1]] }) };
     await m.refresh();
     expect(m.error).toMatch(/could not be updated: not a cluster overview: "host_columns" has no "hostname"/);
+    m.dispose();
+  });
+
+  it('asks the server for the page, filter and sort shown; a new filter starts at the first page', async () => {
+    const rows = manyHosts(450);
+    const api = new MockApi({ cluster: { body: q => (q.host === undefined ? pageOf(rows, q) : hostDetail(String(q.host))) } });
+    const m = model(api);
+    m.setVisible(true);
+    await m.refresh();
+    expect(m.hosts).toHaveLength(100);
+    m.setQuery({ offset: 400 });
+    await m.refresh();
+    expect(m.hosts.map(h => h.hostname)).toEqual(rows.slice(400).map(r => r[0]));
+    expect(m.overview?.matched_hosts).toBe(450);
+    m.setQuery({ filter: 'node-44' });
+    await m.refresh();
+    expect(m.query.offset).toBe(0);
+    expect(api.calls[api.calls.length - 1].query).toEqual({ filter: 'node-44', sort: 'host', descending: 0, offset: 0, limit: 100 });
+    expect(m.hosts.map(h => h.hostname)).toEqual(Array.from({ length: 10 }, (_, i) => `node-44${i}`));
+    m.setQuery({ sort: 'power', descending: true });
+    await m.refresh();
+    expect(api.calls[api.calls.length - 1].query).toMatchObject({ sort: 'power', descending: 1, filter: 'node-44' });
+    const asked = api.calls.length;
+    m.setQuery({ sort: 'power', descending: true }); // nothing new: nothing asked
+    await m.refresh();
+    expect(api.calls.length).toBe(asked + 1); // (the refresh itself)
+    expect(() => m.setQuery({ sort: 'bogus' as never })).toThrow(/cannot sort the hosts by "bogus"/);
+    m.setVisible(false);
+    m.dispose();
+  });
+
+  it('never shows the answer to an older filter after a newer one was asked', async () => {
+    const rows = manyHosts(300);
+    let release: () => void = () => undefined;
+    const api = new MockApi({
+      cluster: {
+        body: q => pageOf(rows, q)
+      }
+    });
+    const slow = async (endpoint: string, query: { [name: string]: unknown } = {}): Promise<unknown> => {
+      if (query.filter === 'node-1') {
+        await new Promise<void>(r => (release = r)); // typing goes on while this travels
+      }
+      return api.handler(endpoint, query as never);
+    };
+    const m = new ClusterModel({ request: slow as RequestFn });
+    m.setVisible(true);
+    await m.refresh();
+    m.setQuery({ filter: 'node-1' });
+    await new Promise(r => setTimeout(r, 0));
+    m.setQuery({ filter: 'node-29' });
+    release();
+    await m.refresh();
+    expect(m.query.filter).toBe('node-29');
+    expect(m.hosts.map(h => h.hostname)).toEqual(Array.from({ length: 10 }, (_, i) => `node-29${i}`));
+    m.setVisible(false);
+    m.dispose();
+  });
+
+  it('opens every host only when the whole cluster is small, not a filtered page of a large one', async () => {
+    const rows = manyHosts(50);
+    const api = new MockApi({ cluster: { body: q => (q.host === undefined ? pageOf(rows, q) : hostDetail(String(q.host))) } });
+    const m = model(api);
+    m.setQuery({ filter: 'node-001' });
+    m.setVisible(true);
+    await m.refresh();
+    expect(m.hosts.map(h => h.hostname)).toEqual(['node-001']);
+    expect(m.openHosts).toEqual([]);
+    m.toggleHost('node-001'); // a click opens it
+    expect(m.openHosts).toEqual(['node-001']);
+    m.setVisible(false);
     m.dispose();
   });
 });

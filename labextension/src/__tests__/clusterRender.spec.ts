@@ -1,21 +1,31 @@
 /**
  * The Cluster view rendered to HTML (React's server renderer: no DOM in these tests): 500 hosts
- * render without throwing, 100 rows at a time; stale and current hosts are marked.
+ * render without throwing, a page of 100 rows at a time; stale and current hosts are marked.
  */
 import * as React from 'react';
 
-import { ClusterModel, RequestFn } from '../clusterModel';
-import { ClusterView, HOST_PAGE } from '../clusterView';
+import { IHostQuery } from '../cluster';
+import { ClusterModel, HOST_PAGE, RequestFn } from '../clusterModel';
+import { ClusterView } from '../clusterView';
 import { FALLBACK_PALETTE } from '../palette';
-import { hostDetail, hostRow, manyHosts, overview } from './clusterData';
+import { hostDetail, hostRow, manyHosts, overview, pageOf } from './clusterData';
 import { MockApi } from './utils';
 
 // react-dom (JupyterLab's) comes without its types here: the one function used.
 const { renderToString } = require('react-dom/server') as { renderToString: (el: React.ReactElement) => string };
 
-async function rendered(body: unknown, detail: (host: string) => unknown = host => hostDetail(host)): Promise<string> {
-  const api = new MockApi({ cluster: { body: q => (q.host ? detail(String(q.host)) : body) } });
+/** The query of a `GET cluster` (what the mocked server reads). */
+type Q = { [name: string]: unknown };
+
+async function rendered(
+  body: unknown | ((q: Q) => unknown),
+  detail: (host: string) => unknown = host => hostDetail(host),
+  query: Partial<IHostQuery> = {}
+): Promise<string> {
+  const page = typeof body === 'function' ? (body as (q: Q) => unknown) : () => body;
+  const api = new MockApi({ cluster: { body: q => (q.host ? detail(String(q.host)) : page(q)) } });
   const m = new ClusterModel({ request: api.handler as RequestFn });
+  m.setQuery(query);
   m.setVisible(true);
   await m.refresh();
   m.setVisible(false);
@@ -39,12 +49,36 @@ function count(html: string, pattern: RegExp): number {
 }
 
 describe('ClusterView', () => {
-  it('renders 500 hosts, the first 100 of them, with a way to show more', async () => {
-    const html = await rendered(overview(manyHosts(500)));
+  it('renders the first page of 500 hosts, with the next page as the way on', async () => {
+    const rows = manyHosts(500);
+    const html = await rendered((q: Q) => pageOf(rows, q));
     expect(count(html, /class="jp-GpuWidgets-hostRow[ "]/g)).toBe(HOST_PAGE);
-    expect(html).toContain('Show 100 more (400 not shown)');
+    expect(html).toContain('Hosts 1–100 of 500');
+    expect(html).toContain('Next 100 (400 more hosts)');
+    expect(html).not.toContain('Previous');
     expect(html).toContain('500 hosts · 4000 GPUs');
     expect(html).toContain('aria-label="Filter hosts by name"');
+  });
+
+  it('renders the page asked for: the last one, from its first host, with the way back', async () => {
+    const rows = manyHosts(450);
+    const html = await rendered((q: Q) => pageOf(rows, q), undefined, { offset: 400 });
+    expect(count(html, /class="jp-GpuWidgets-hostRow[ "]/g)).toBe(50);
+    expect(html).toContain('data-host="node-400"');
+    expect(html).not.toContain('data-host="node-399"');
+    expect(html).toContain('Hosts 401–450 of 450');
+    expect(html).toContain('Previous 100');
+    expect(html).not.toContain('Next');
+  });
+
+  it('keeps the filter box and the totals when no host matches the filter', async () => {
+    const rows = manyHosts(300);
+    const html = await rendered((q: Q) => pageOf(rows, q), undefined, { filter: 'zzz' });
+    expect(html).toContain('No host matches the filter.');
+    expect(html).toContain('aria-label="Filter hosts by name"');
+    expect(html).toContain('value="zzz"');
+    expect(html).toContain('300 hosts · 2400 GPUs');
+    expect(html).not.toContain('Pages of hosts');
   });
 
   it('marks the current host and greys stale ones with how long they are silent', async () => {
@@ -83,16 +117,17 @@ describe('ClusterView', () => {
     expect(count(detail('node-b'), />H100 80GB HBM3</g)).toBe(2);
   });
 
-  it('says how many hosts the server did not send, beside totals over every host', async () => {
-    const unlisted_reason = 'Not listed: 4500 more hosts than the sidebar is sent (the first 500 by name are listed; the totals count every host)';
-    const html = await rendered(
-      overview(manyHosts(500), {
-        totals: { hosts: 5000, gpus: 40000, stale_hosts: 0, busy_gpus: 1, free_gpus: 2, simulated_hosts: 0 },
-        unlisted_hosts: 4500,
+  it('says how many hosts no page can list, beside totals over every host', async () => {
+    const unlisted_reason = 'Not listed: 2 hosts with an unusable name (empty, over 1024 characters, or not Unicode text)';
+    const rows = manyHosts(500);
+    const html = await rendered((q: Q) =>
+      pageOf(rows, q, {
+        totals: { hosts: 502, gpus: 4016, stale_hosts: 0, busy_gpus: 1, free_gpus: 2, simulated_hosts: 0 },
+        unlisted_hosts: 2,
         unlisted_reason
       })
     );
-    expect(html).toContain('5000 hosts · 40000 GPUs');
+    expect(html).toContain('502 hosts · 4016 GPUs');
     expect(html).toContain(`aria-label="Hosts not listed">${unlisted_reason}.</p>`);
     expect(count(html, /class="jp-GpuWidgets-hostRow[ "]/g)).toBe(HOST_PAGE);
   });
