@@ -207,17 +207,61 @@ def synthetic_hostname(host: int) -> str:
     return f"node-{host:03d}"
 
 
-class SyntheticTarget:
+class _ScrapeTarget:
+    """An HTTP endpoint on loopback that answers every GET with ``body()`` as Prometheus's text format."""
+
+    content_type = "text/plain; version=0.0.4; charset=utf-8"
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self._server: ThreadingHTTPServer | None = None
+        self.scrapes = 0
+
+    def body(self) -> bytes:
+        raise NotImplementedError
+
+    def start(self):  # -> the target itself
+        target = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                body = target.body()
+                target.scrapes += 1
+                self.send_response(200)
+                self.send_header("Content-Type", target.content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self._server.serve_forever, name=type(self).__name__, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class SyntheticTarget(_ScrapeTarget):
     """An HTTP endpoint exposing dcgm-exporter's names for ``hosts`` x ``gpus`` made-up GPUs (written
     with prometheus-client), each GPU labelled like dcgm-exporter's (gpu, UUID, pci_bus_id, device,
     modelName, Hostname). ``hosts_down`` hides some hosts, as if their exporter had stopped."""
 
     def __init__(self, hosts: int, gpus: int = 8) -> None:
+        super().__init__()
         self.hosts, self.gpus = hosts, gpus
         self.hosts_down: set[int] = set()
-        self.port = free_port()
-        self._server: ThreadingHTTPServer | None = None
-        self.scrapes = 0
 
     def exposition(self, t: float | None = None) -> bytes:
         from prometheus_client import CollectorRegistry, generate_latest
@@ -244,37 +288,10 @@ class SyntheticTarget:
         registry.register(_Collector())  # type: ignore[arg-type]
         return generate_latest(registry)
 
-    def start(self) -> SyntheticTarget:
-        target = self
+    content_type = "text/plain; version=0.0.4"
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                body = target.exposition()
-                target.scrapes += 1
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self._server.serve_forever, name="synthetic-target", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> SyntheticTarget:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def body(self) -> bytes:
+        return self.exposition()
 
 
 # -- a target that serves whatever exposition text a test writes --------------------------------------
@@ -286,41 +303,12 @@ def exposition_line(metric: str, labels: Mapping[str, str], value: float) -> str
     return f"{metric}{{{inner}}} {value!r}"
 
 
-class TextTarget:
+class TextTarget(_ScrapeTarget):
     """An HTTP endpoint exposing ``lines`` (replace them at any time: the next scrape sees them)."""
 
     def __init__(self, lines: Iterable[str] = ()) -> None:
+        super().__init__()
         self.lines = list(lines)
-        self.port = free_port()
-        self._server: ThreadingHTTPServer | None = None
 
-    def start(self) -> TextTarget:
-        target = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                body = ("\n".join(target.lines) + "\n").encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self._server.serve_forever, name="text-target", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> TextTarget:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def body(self) -> bytes:
+        return ("\n".join(self.lines) + "\n").encode()
