@@ -174,3 +174,18 @@ def switch_theme(page: Any, theme: str) -> None:
     light = "true" if theme == "JupyterLab Light" else "false"
     page.wait_for_selector(f'body[data-jp-theme-light="{light}"]', state="attached", timeout=30_000)
     page.wait_for_timeout(1000)  # the theme's CSS, then whatever redraws on themeChanged
+
+
+def luminance(rgb: list[float]) -> float:
+    """WCAG relative luminance of an sRGB colour given as 0-255 channels."""
+    def channel(c: float) -> float:
+        c /= 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (channel(c) for c in rgb[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(fg: list[float], bg: list[float]) -> float:
+    """WCAG contrast ratio of two colours (1 to 21)."""
+    hi, lo = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)

@@ -26,7 +26,7 @@ from gpu_widgets.widgets.monitor_alerts import KIND_COLORS
 from gpu_widgets.widgets.theme import DARK_VARIANTS
 
 from .browser_fixtures import SCREENSHOTS, browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
-from .browser_fixtures import open_notebook, run_all_cells, switch_theme
+from .browser_fixtures import contrast, open_notebook, run_all_cells, switch_theme
 from .lab_server import LabServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -82,19 +82,6 @@ MEASURE_JS = r"""(colours) => {
             card: box(card), plot: plot ? box(plot) : null, shapes, ticks};
   });
 }"""
-
-
-def luminance(rgb: list[float]) -> float:
-    def channel(c: float) -> float:
-        c /= 255
-        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
-    r, g, b = (channel(c) for c in rgb[:3])
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
-
-
-def contrast(a: list[float], b: list[float]) -> float:
-    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
-    return (la + 0.05) / (lb + 0.05)
 
 
 def numbers(css: str) -> list[float]:

@@ -25,7 +25,7 @@ import nbformat
 import pytest
 
 from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
-from .browser_fixtures import open_notebook, run_all_cells, switch_theme
+from .browser_fixtures import contrast, open_notebook, run_all_cells, switch_theme
 from .lab_server import LabServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -271,19 +271,6 @@ def test_no_text_overflows_its_container(measured: dict[str, Any], theme: str) -
                                  f"({b['x1']:.0f} > {out['output']['x1']:.0f} px: the output scrolls sideways)")
     assert words >= 5, f"only {words} pieces of text found outside the charts' SVG"
     assert not overflows, f"{measured['gpus']} GPUs, {theme}:\n" + "\n".join(overflows)
-
-
-def luminance(rgb: list[float]) -> float:
-    def channel(c: float) -> float:
-        c /= 255
-        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
-    r, g, b = (channel(c) for c in rgb[:3])
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
-
-
-def contrast(fg: list[float], bg: list[float]) -> float:
-    hi, lo = sorted((luminance(fg), luminance(bg)), reverse=True)
-    return (hi + 0.05) / (lo + 0.05)
 
 
 def is_orange(rgb: list[float]) -> bool:
