@@ -159,3 +159,15 @@ def parse_lines(lines: list[bytes], first: int) -> tuple[list[tuple[int, dict[st
             continue
         out.append((n, row))
     return out, bad
+
+
+def checked_rows(rows: Any, file: Any, check: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """``(n, row)`` pairs through ``check(row, where)`` (load()'s row checks): the rows that pass, and a
+    note for each that does not ("<file>: line n: why: skipped")."""
+    out, skipped = [], []
+    for n, row in rows:
+        try:
+            out.append(check(row, f"{file}: line {n}"))
+        except RunFileError as exc:
+            skipped.append(f"{exc}: skipped")
+    return out, skipped

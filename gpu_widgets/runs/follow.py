@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .file_reads import MAX_LINE_BYTES, RunFileError, open_regular, parse_lines, too_long
+from .file_reads import MAX_LINE_BYTES, RunFileError, checked_rows, open_regular, parse_lines, too_long
 from .run_log import ALERTS, DATA_WAIT, GPU, META, STEPS
 from .run_meta import MAX_PID, read_meta
 
@@ -231,10 +231,5 @@ class _Tail:
 def _checked(tail: Any, max_bytes: int, check: Any) -> tuple[list[dict[str, Any]], list[str]]:
     """A file's new lines, each through ``check`` (load()'s own row check); a bad line is a note, skipped."""
     rows, notes = tail.read(max_bytes)
-    out = []
-    for n, row in rows:
-        try:
-            out.append(check(row, f"{tail.file}: line {n}"))
-        except RunFileError as exc:
-            notes.append(f"{exc}: skipped")
-    return out, notes
+    out, skipped = checked_rows(rows, tail.file, check)
+    return out, notes + skipped

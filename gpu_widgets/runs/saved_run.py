@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .file_reads import line_chunks, open_regular, parse_lines
+from .file_reads import checked_rows, line_chunks, open_regular, parse_lines
 from .gpu_trace import FIELDS, TORCH_FIELDS
 from .records import Records
 from .run_files import (ALERT_TEXT, GPU_TEXT, RunFileError, alerts_sibling, as_float, check_format, gpu_sibling, meta_sibling,
@@ -137,12 +137,8 @@ def _side_file(path: Path, check: Callable[[dict[str, Any], str], dict[str, Any]
         notes.append(f"{_why(exc, path)}: {path.name} was not loaded")
         return []
     notes.extend(torn)
-    out = []
-    for n, raw in rows:
-        try:
-            out.append(check(raw, f"{path}: line {n}"))
-        except RunFileError as exc:
-            skipped.append(f"{exc}: skipped")
+    out, bad = checked_rows(rows, path, check)
+    skipped += bad
     notes.extend(skipped[:MAX_NOTES_PER_FILE])
     if len(skipped) > MAX_NOTES_PER_FILE:
         notes.append(f"{path}: {len(skipped) - MAX_NOTES_PER_FILE:,} more lines skipped")
