@@ -38,11 +38,15 @@ atexit.register(shutil.rmtree, SESSION_RUN_DIR, True)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the session when a test left a run in the user's own run directory."""
+    """Fail the session in CI when a run appeared in the user's own run directory. On a developer's
+    machine only say so: a notebook of theirs running meanwhile writes there too."""
     new = _user_runs() - _USER_RUNS_BEFORE
     if new:
-        print(f"\ntests wrote runs into the user's run directory: {sorted(map(str, new))[:5]}", file=sys.stderr)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\nruns appeared in the user's run directory during the tests: {sorted(map(str, new))[:5]}"
+              + ("" if os.environ.get("CI") else " (not failing: outside CI they may be your own notebooks' runs)"),
+              file=sys.stderr)
+        if os.environ.get("CI"):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
