@@ -11,7 +11,10 @@ Measured from outside, on loopback with the token: the size of ``samples/latest`
 every 50 ms) while one Prometheus scraper (every second) and five sidebars (each second
 ``samples/latest`` and ``samples?since=``, ``processes`` every 5 s) run.
 
-    python -m benchmarks.big_machine [--seconds 30] [--gpus 64] [--processes 1000]
+    python -m benchmarks.big_machine [--seconds 30] [--gpus 64] [--processes 1000] [--no-gc-freeze]
+
+``--no-gc-freeze`` sets ``GpuWidgets.freeze_gc_on_big_machines = False``: Python's full garbage
+collections then walk the whole heap (~280 000 objects) every few seconds, as before issue 22.
 """
 from __future__ import annotations
 
@@ -112,13 +115,14 @@ async def _measure(server: JupyterServer, seconds: float, pollers: int, scrape_e
 
 
 def measure(seconds: float = 30.0, gpus: int = 64, processes: int = 1000, pollers: int = 5,
-            scrape_every_s: float = 1.0) -> dict[str, Any]:
+            scrape_every_s: float = 1.0, gc_freeze: bool = True) -> dict[str, Any]:
     env = {**os.environ, "GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": str(gpus),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     server = JupyterServer(sys.executable, env, {"gpu_widgets": True}, [
         f"import benchmarks.big_machine; benchmarks.big_machine.crowd({processes})",
         "c.GpuWidgets.interval_s = 1.0", "c.GpuWidgets.slow_interval_s = 2.0",
         "c.GpuWidgets.show_other_users_processes = False",
+        f"c.GpuWidgets.freeze_gc_on_big_machines = {gc_freeze!r}",
     ], "big-machine")
     with server:
         deadline = time.monotonic() + 120
@@ -133,7 +137,7 @@ def measure(seconds: float = 30.0, gpus: int = 64, processes: int = 1000, poller
         total = sum(len(d["processes"]) + (d.get("processes_omitted") or 0) for d in devs)
         result = asyncio.run(_measure(server, seconds, pollers, scrape_every_s))
     result.update(gpus=gpus, processes_per_gpu=processes, processes_in_all=total, seconds=seconds, pollers=pollers,
-                  scrape_every_s=scrape_every_s)
+                  scrape_every_s=scrape_every_s, gc_freeze=gc_freeze)
     return result
 
 
@@ -148,15 +152,18 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1000)
     parser.add_argument("--pollers", type=int, default=5, help="sidebars polling (default 5)")
     parser.add_argument("--scrape-every-s", type=float, default=1.0, help="seconds between scrapes (default 1)")
+    parser.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True,
+                        help="GpuWidgets.freeze_gc_on_big_machines (default on)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
-    r = measure(args.seconds, args.gpus, args.processes, args.pollers, args.scrape_every_s)
+    r = measure(args.seconds, args.gpus, args.processes, args.pollers, args.scrape_every_s, args.gc_freeze)
     if args.json:
         print(json.dumps(r, indent=2))
         return
     ms = r["ms"]
     print(f"{r['gpus']} GPUs x {r['processes_per_gpu']} processes ({r['processes_in_all']} in all), "
           f"{r['pollers']} sidebars, a scrape every {r['scrape_every_s']:g} s, {r['seconds']:g} s measured, "
+          f"heap freeze {'on' if r['gc_freeze'] else 'off'}, "
           f"{r['error_count']} errors {r['errors']}")
     for name, key in (("samples/latest", "samples/latest"), ("processes (first page)", "processes"),
                       ("/metrics", "metrics")):

@@ -107,3 +107,17 @@ async def test_the_export_has_series_for_the_largest_and_counts_the_rest(in_proc
                       "2": []}
     omitted = {s.labels["gpu"]: s.value for s in families["gpu_widgets_process_series_omitted"].samples}
     assert omitted == {"0": MANY - PROCESS_SERIES_MAX, "1": 0, "2": 0}
+
+
+async def test_sidebars_asking_for_the_same_page_together_share_one_answer(in_process_fake_nvml, jp_fetch, jp_serverapp):
+    import asyncio
+
+    await wait_for(jp_fetch, ready, path=("processes",))
+    shared = jp_serverapp.web_app.settings["gpu_widgets_service"].pages_shared
+    before = shared.made
+    bodies = await asyncio.gather(*(get_json(jp_fetch, "processes", params={"limit": "40"}) for _ in range(8)))
+    # One sample lasts 0.1 s here: eight requests at once span one or two of them, never eight.
+    assert shared.made - before <= 2
+    assert all(b["limit"] == 40 and [d["processes_total"] for d in b["devices"]] == [MANY, FEW, 0] for b in bodies)
+    other = await get_json(jp_fetch, "processes", params={"limit": "40", "offset": "40"})  # another page: its own
+    assert [p["pid"] for p in other["devices"][0]["processes"]] == BY_MEMORY_0[40:80]

@@ -390,8 +390,13 @@ def test_tabs_opening_at_once_share_one_whole_window_answer():
 
     service.sampler.tick()  # a new sample: the next whole-window answer is made afresh
     assert len(json.loads(answers.json(None, 100))["timestamps"]) == n + 1 and len(made) == 3
-    # An increment (since inside the window) is never cached.
+    # An increment (since inside the window) is made once per sample for the samples it covers:
+    # tabs polling with their own since share it; the next sample makes it afresh.
     since = body["timestamps"][-3]
     for _ in range(2):
         assert len(json.loads(answers.json(since, 100))["timestamps"]) == 3
-    assert len(made) == 5
+    assert len(made) == 4
+    assert len(json.loads(answers.json(since + 1e-6, 100))["timestamps"]) == 3 and len(made) == 4
+    assert len(json.loads(answers.json(since, 10))["timestamps"]) == 3 and len(made) == 5  # other max_points
+    service.sampler.tick()
+    assert len(json.loads(answers.json(since, 100))["timestamps"]) == 4 and len(made) == 6

@@ -119,7 +119,8 @@ def _remember(state: GpuState, dev: Mapping[str, Any], owners: Mapping[int, Kern
         state.idle_since = None  # busy, or unknown: an idle GPU is one we saw idle
     procs = dev.get("processes")
     if procs is not None:
-        state.kernels = frozenset(owners[p["pid"]].kernel_id for p in procs if p["pid"] in owners)
+        # No owners (no kernel runs a GPU process): skip the walk, 64 000 processes every tick.
+        state.kernels = frozenset(owners[p["pid"]].kernel_id for p in procs if p["pid"] in owners) if owners else frozenset()
 
 
 def _where(dev: Mapping[str, Any]) -> str:

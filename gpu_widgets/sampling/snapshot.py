@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from operator import itemgetter
 from typing import Any, Mapping
 
 from ..backends.base import Backend
@@ -140,9 +141,8 @@ def shown_processes(procs: list[Any] | None) -> tuple[list[Any] | None, int | No
     return procs[:PROCESSES_SHOWN], max(0, len(procs) - PROCESSES_SHOWN)
 
 
-def _memory_first(proc: Mapping[str, Any]) -> tuple[int, int]:
-    used = proc.get("used_memory_bytes")
-    return -(used if used is not None else -1), proc["pid"]
+_PID = itemgetter("pid")
+_USED = itemgetter("used_memory_bytes")
 
 
 def by_memory(parts: list[SlowRead]) -> list[SlowRead]:
@@ -153,7 +153,14 @@ def by_memory(parts: list[SlowRead]) -> list[SlowRead]:
     for part in parts:
         procs = part.get("processes")
         if procs and len(procs) > 1:
-            part["processes"] = sorted(procs, key=_memory_first)
+            # Two stable sorts on C key getters (by pid, then by memory): a Python key function
+            # per process held the slow thread (and the GIL) ~30 ms a read at 64 GPUs x 1000.
+            known = [p for p in procs if p.get("used_memory_bytes") is not None]
+            unknown = [p for p in procs if p.get("used_memory_bytes") is None] if len(known) < len(procs) else []
+            known.sort(key=_PID)
+            known.sort(key=_USED, reverse=True)  # reverse keeps equal ones in pid order
+            unknown.sort(key=_PID)
+            part["processes"] = known + unknown
     return parts
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tornado.ioloop import PeriodicCallback
@@ -21,14 +22,19 @@ from .service import GpuService
 ATTRIBUTION_S = 5.0
 
 
-def owners_of(pids: set[int], roots: dict[int, str], paths: dict[str, str]) -> dict[int, KernelRef]:
+def owners_of(pids: Iterable[int], roots: dict[int, str], paths: dict[str, str]) -> dict[int, KernelRef]:
     """pid -> the kernel that owns it (the kernel's process or a descendant); others are left out."""
     out = {}
-    for pid in pids:
+    for pid in set(pids):
         kernel_id = kernels.owning_kernel(pid, roots)
         if kernel_id is not None:
             out[pid] = KernelRef(kernel_id, paths.get(kernel_id))
     return out
+
+
+def gpu_pids(snap: Any) -> Iterator[int]:
+    """The pid of every process on every GPU of ``snap`` (consumed by ``owners_of`` in the worker)."""
+    return (p["pid"] for d in snap["devices"] for p in d.get("processes") or ())
 
 
 class AlertsFeed:
@@ -64,9 +70,9 @@ class AlertsFeed:
         """Match GPU processes to kernels now (the periodic callback; tests may call it)."""
         try:
             snap = self.service.latest()
-            pids = {p["pid"] for d in (snap["devices"] if snap else ()) for p in d.get("processes") or ()}
             live = frozenset(self.kernel_manager.list_kernel_ids())
-            roots = kernels.kernel_root_pids(self.kernel_manager) if pids else {}
+            # Kernels first (a few): the GPU processes can be 64 GPUs x 1000, gathered in the worker.
+            roots = kernels.kernel_root_pids(self.kernel_manager) if snap and snap["devices"] else {}
             if not roots:
                 self.engine.set_kernels({}, live)
                 return
@@ -75,7 +81,7 @@ class AlertsFeed:
                 kernel = session.get("kernel") or {}
                 if kernel.get("id"):
                     paths[kernel["id"]] = session.get("path")
-            owners = await asyncio.get_running_loop().run_in_executor(None, owners_of, pids, roots, paths)
+            owners = await asyncio.get_running_loop().run_in_executor(None, owners_of, gpu_pids(snap), roots, paths)
             self.engine.set_kernels(owners, live)
         except Exception:  # the next round tries again; the alerts keep the last attribution
             self.log.warning("gpu-widgets alerts: could not match GPU processes to kernels", exc_info=True)

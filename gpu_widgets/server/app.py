@@ -76,6 +76,12 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         "and notebook paths of the processes on them (other users' names stay hidden unless "
         "show_other_users_processes). Prefer a token in Prometheus's scrape config (docs/prometheus.md).",
     ).tag(config=True)
+    freeze_gc_on_big_machines = Bool(
+        True,
+        help="Once a sample shows 1024 GPU processes or more, move the server's objects of that moment out "
+        "of Python's full garbage collections (gc.freeze(), once per process): on a 64-GPU machine those "
+        "passes otherwise hold the event loop 100-600 ms every few seconds. Off: Python's collector as usual.",
+    ).tag(config=True)
     hostname = Unicode(
         "",
         help="The host name this server's GPUs are labelled with (the Hostname label of the Prometheus "
@@ -105,6 +111,7 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
             max_points_limit=self.max_points_limit,
             max_response_points=self.max_response_points,
             log=self.log,
+            freeze_gc_on_big_machines=self.freeze_gc_on_big_machines,
         )
         self.settings["gpu_widgets_service"] = self.service
         self.settings[HOSTNAME_KEY] = self.hostname.strip() or socket.gethostname()

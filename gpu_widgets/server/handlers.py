@@ -14,7 +14,6 @@ from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
-from tornado.ioloop import IOLoop
 from tornado.iostream import StreamClosedError
 
 from ..metrics import catalogue
@@ -76,6 +75,21 @@ class BaseApiHandler(APIHandler):
     def send(self, payload: Any) -> None:
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(payload, allow_nan=False))
+
+    async def finish_big(self, body: bytes) -> None:
+        """``finish(body)``; a body of ``BIG_ANSWER_BYTES`` or more goes after its headers, as it
+        is: written with them, tornado copies it twice on the event loop."""
+        if len(body) < BIG_ANSWER_BYTES:
+            self.finish(body)
+            return
+        self.set_header("Content-Length", len(body))
+        try:
+            await self.flush()
+            self.write(body)
+            await self.flush()
+        except StreamClosedError:
+            return  # the client went away
+        self.finish()
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc_info = kwargs.get("exc_info")
@@ -141,11 +155,12 @@ class LatestHandler(BaseApiHandler):
             return
         me = self._me()
         if not self.service.latest_json_made(snap, me) and len(snap["devices"]) > INLINE_LATEST_GPUS:
-            # The first request after a sample on a big machine makes its JSON off the loop; the
-            # others (and small machines, where a thread hop costs more) answer from it here.
-            await IOLoop.current().run_in_executor(None, self.service.latest_json, snap, me)
+            # The first request after a sample on a big machine makes its JSON off the loop, and
+            # those arriving meanwhile wait for it; the others (and small machines, where a thread
+            # hop costs more) answer from it here.
+            await self.service.latest_shared.get(snap, me, self.service.latest_json, snap, me)
         self.set_header("Content-Type", "application/json")
-        self.finish(self.service.latest_answer(snap, me))
+        await self.finish_big(self.service.latest_answer(snap, me))
 
     def compute_etag(self) -> None:
         """No ETag: answers are ``no-store``, and a big machine's is a megabyte to hash on the loop."""
@@ -211,10 +226,13 @@ class ProcessesHandler(BaseApiHandler):
         paths = await kernels.notebook_paths(self.session_manager, self.log)
         roots = kernels.kernel_root_pids(self.kernel_manager)
         head = {"timestamp": snap["timestamp"] if snap else None, "offset": offset, "limit": limit}
+        me = self._me()
         # In a worker: a page can hold 2000 processes (a /proc walk each, then a megabyte of JSON).
-        body = await IOLoop.current().run_in_executor(None, process_pages.answer, head, listed, roots, paths, self._me())
+        # Sidebars polling together ask for the same page of the same sample: they share it.
+        key = (offset, limit, gpu, me, tuple(sorted(roots.items())), tuple(sorted(paths.items())))
+        body = await self.service.pages_shared.get(snap, key, process_pages.answer, head, listed, roots, paths, me)
         self.set_header("Content-Type", "application/json")
-        self.finish(body)
+        await self.finish_big(body)
 
     def compute_etag(self) -> None:
         return None  # as samples/latest: no-store, and up to 2000 processes to hash

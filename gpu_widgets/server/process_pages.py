@@ -8,11 +8,10 @@ over every GPU, ``limit`` is lowered so that one answer holds at most ``MAX_ROWS
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import kernels, params, privacy
+from . import json_pieces, kernels, params, privacy
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -65,12 +64,15 @@ def with_totals(attributed: list[dict[str, Any]], listed: Sequence[Mapping[str, 
 
 
 def answer(head: Mapping[str, Any], listed: Sequence[Mapping[str, Any]], roots: dict[int, str],
-           paths: dict[str, str], me: int | None) -> str:
-    """The JSON of one page: ``head`` then the listed devices, their processes attributed to
-    kernels and redacted for uid ``me`` (None: shown in full). Runs in a worker thread."""
-    attributed = kernels.attribute(list(listed), roots, paths)
-    if me is not None:
-        for dev in attributed:
-            if dev["processes"]:
-                dev["processes"] = [privacy.redact_process(p, me) for p in dev["processes"]]
-    return json.dumps({**head, "devices": with_totals(attributed, listed)}, allow_nan=False)
+           paths: dict[str, str], me: int | None) -> bytes:
+    """The JSON of one page, UTF-8: ``head`` then the listed devices, their processes attributed
+    to kernels and redacted for uid ``me`` (None: shown in full). Runs in a worker thread."""
+
+    def shaped(cut: Any) -> dict[str, Any]:
+        # One device at a time, encoded at once (json_pieces.py): its copies die young.
+        dev = kernels.attribute([cut], roots, paths)[0]
+        if me is not None and dev["processes"]:
+            dev["processes"] = [privacy.redact_process(p, me) for p in dev["processes"]]
+        return with_totals([dev], [cut])[0]
+
+    return json_pieces.object_with_list(head, "devices", listed, shaped).encode()

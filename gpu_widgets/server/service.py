@@ -20,8 +20,10 @@ from ..metrics.samples import Snapshot
 from ..sampling.sampler import Sampler
 from ..sampling.snapshot import aged, empty, public
 from ..sampling.stall import STALE, stale_after_s, waiting_on
+from . import gc_heap, json_pieces
 from .privacy import redact_snapshot
 from .samples import SamplesAnswers
+from .shared_answers import PerSample
 
 STARTING = "starting"
 # After the backend opened, until its first sample or the stall rule (stall.py): never "ok" without one.
@@ -42,6 +44,7 @@ class GpuService:
         max_response_points: int = 32000,
         log: logging.Logger | None = None,
         backend: Backend | None = None,
+        freeze_gc_on_big_machines: bool = False,
     ) -> None:
         self.backend_choice = backend_choice
         self.interval_s = interval_s
@@ -51,6 +54,7 @@ class GpuService:
         self.max_points_limit = max_points_limit
         self.log = log or logging.getLogger(__name__)
         self._backend = backend
+        self.freeze_gc_on_big_machines = freeze_gc_on_big_machines
         self.sampler: Sampler | None = None
         self._devices: list[dict[str, Any]] = []
         self._device_status: list[tuple[Any, ...]] = []
@@ -58,8 +62,10 @@ class GpuService:
         self._thread: threading.Thread | None = None
         self._opening_since: float | None = None
         self._stopped = False
-        self._latest_json: tuple[Snapshot, int | None, str] | None = None
+        self._latest_json: tuple[Snapshot, int | None, bytes] | None = None
         self.samples = SamplesAnswers(self, max_response_points)
+        # samples/latest and processes pages of a big machine, shared by the requests of one sample.
+        self.latest_shared, self.pages_shared = PerSample(), PerSample()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start_in_background(self) -> None:
@@ -116,6 +122,8 @@ class GpuService:
         status = [_card_key(d) for d in snapshot["devices"]]
         if status != self._device_status:
             self._refresh_devices()
+        if self.freeze_gc_on_big_machines:
+            gc_heap.freeze_once_big(snapshot, self.log)
 
     # -- what handlers read --------------------------------------------------------------------
     @property
@@ -174,12 +182,13 @@ class GpuService:
         snap.update((k, status[k]) for k in ("driver_version", "cuda_driver_version", "nvml_version"))
         return aged(snap, status["status"], status["reason"], status["sample_age_s"])
 
-    def latest_answer(self, snapshot: Snapshot, me: int | None) -> str:
+    def latest_answer(self, snapshot: Snapshot, me: int | None) -> bytes:
         """The ``samples/latest`` answer: the snapshot's shared JSON with ``status``, ``reason``
         and ``sample_age_s`` put in at the moment of answering (the sampler may be stuck)."""
         status = self.status()
         head = json.dumps({key: status[key] for key in FRESHNESS_KEYS})
-        return f"{head[:-1]}, {self.latest_json(snapshot, me)[1:]}"
+        # Bytes, joined in one copy: a big machine's answer is a megabyte, put together on the loop.
+        return b"".join((head[:-1].encode(), b", ", memoryview(self.latest_json(snapshot, me))[1:]))
 
     def latest_json_made(self, snapshot: Snapshot, me: int | None) -> bool:
         """Whether ``latest_json`` has this one ready (else it is made in a worker: 64 GPUs'
@@ -187,16 +196,18 @@ class GpuService:
         cached = self._latest_json
         return cached is not None and cached[0] is snapshot and cached[1] == me
 
-    def latest_json(self, snapshot: Snapshot, me: int | None) -> str:
+    def latest_json(self, snapshot: Snapshot, me: int | None) -> bytes:
         """The JSON of ``snapshot`` (redacted for uid ``me`` unless None) but its status and
-        reason, made once per sample: a hundred tabs polling the same second share it."""
+        reason, UTF-8, made once per sample: a hundred tabs polling the same second share it."""
         cached = self._latest_json
         if cached is not None and cached[0] is snapshot and cached[1] == me:
             return cached[2]
         data = public(snapshot)
         if me is not None:
             data = redact_snapshot(data, me)
-        body = json.dumps({k: v for k, v in data.items() if k not in FRESHNESS_KEYS}, allow_nan=False)
+        # A GPU at a time (json_pieces.py): one dumps of 64 GPUs' megabyte held the GIL ~20 ms.
+        body = json_pieces.object_with_list({k: v for k, v in data.items() if k not in FRESHNESS_KEYS},
+                                            "devices", data["devices"]).encode()
         self._latest_json = (snapshot, me, body)
         return body
 
