@@ -54,6 +54,7 @@ SETTINGS = {
     "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
 }
 TAB = '.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]'
+PICTURES_LOADED_JS = "() => [...document.querySelectorAll('img.gpuw-png')].every(img => img.complete)"
 
 
 def log(msg: str) -> None:
@@ -176,7 +177,9 @@ def example(browser: Any, lab: LabServer, gpus: int, stem: str, out: Path) -> No
         if errors.count():
             raise RuntimeError(f"{stem}.ipynb raised: {errors.first.inner_text()}")
         page.wait_for_timeout(1000)  # the last redraw
-        output = page.locator(".jp-OutputArea-output", has=page.locator(".widget-vbox")).first
+        # A live widget, or the picture a finished monitor or stopped dashboard leaves (final_output).
+        output = page.locator(".jp-OutputArea-output", has=page.locator(".widget-vbox, .gpuw-static")).first
+        page.wait_for_function(PICTURES_LOADED_JS)
         for theme, name in THEMES.items():
             switch_theme(page, name)
             output.scroll_into_view_if_needed()

@@ -38,9 +38,9 @@ export function cudaVisibleDevices(indices: readonly number[]): string {
 
 /**
  * The button's words: what it copies ("Copy CUDA_VISIBLE_DEVICES=1,6"), never a bare list of
- * indices in brackets, which reads as a count. The button has a fixed width (CSS) and cuts a
- * long list with an ellipsis, so the header does not move when the free GPUs change; the title
- * holds the full text.
+ * indices in brackets, which reads as a count. The button has a fixed width (CSS), so the header
+ * does not move when the free GPUs change; where it is too narrow, the words "CUDA_VISIBLE_DEVICES="
+ * are cut with an ellipsis, not the list; the title holds the full text.
  */
 export function copyLabel(free: readonly number[], copied: boolean): string {
   if (copied) {
@@ -75,7 +75,15 @@ export function CopyFreeGpus(props: { gpus: readonly IGpu[]; copy: (text: string
         setCopied(text);
       }}
     >
-      {copyLabel(free, copied !== null)}
+      {copied === null && free.length ? (
+        // Two parts: a narrow panel cuts the words, never the list of GPUs, which is what matters.
+        <>
+          <span className="jp-GpuWidgets-copyFreeWhat">Copy CUDA_VISIBLE_DEVICES=</span>
+          <span className="jp-GpuWidgets-copyFreeList">{free.join(',')}</span>
+        </>
+      ) : (
+        copyLabel(free, copied !== null)
+      )}
     </button>
   );
 }

@@ -1,3 +1,4 @@
 import 'uplot/dist/uPlot.min.css';
 import './base.css';
 import './cluster.css';
+import './alerts.css';

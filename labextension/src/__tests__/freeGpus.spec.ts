@@ -30,18 +30,27 @@ describe('the copy-free-GPUs button', () => {
     expect(copyLabel([], false)).toBe('No free GPU');
     expect(copyLabel([3], true)).toBe('Copied');
     const html = button([gpu(0, 90), gpu(1, 0), gpu(2, 95), gpu(3, 90), gpu(4, 90), gpu(5, 90), gpu(6, 2)]);
-    expect(html).toContain('>Copy CUDA_VISIBLE_DEVICES=1,6</button>');
+    // The words and the list in parts of their own: a narrow panel cuts the words, never the list.
+    expect(html).toContain(
+      '<span class="jp-GpuWidgets-copyFreeWhat">Copy CUDA_VISIBLE_DEVICES=</span>' +
+        '<span class="jp-GpuWidgets-copyFreeList">1,6</span></button>'
+    );
     expect(html).not.toContain('free GPUs (');
     expect(html).toContain('title="Copy CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=1,6 for the 2 GPU(s) free now');
     expect(button([gpu(0, 90)])).toContain('disabled=""');
   });
 
-  it('keeps one width whatever it says, a long list cut with an ellipsis', () => {
+  it('keeps one width whatever it says, the words cut with an ellipsis before the list', () => {
     const css = fs.readFileSync(path.join(__dirname, '..', '..', 'style', 'alerts.css'), 'utf8');
     const rules = [...css.matchAll(/\.jp-GpuWidgets-copyFree\s*\{([^}]*)\}/g)].map(m => m[1]).join(';');
     expect(rules).toMatch(/(^|[;\s])width:\s*\d+ch/);
     expect(rules).toMatch(/text-overflow:\s*ellipsis/);
     expect(rules).toMatch(/white-space:\s*nowrap/);
     expect(rules).toMatch(/overflow:\s*hidden/);
+    const what = css.match(/\.jp-GpuWidgets-copyFreeWhat\s*\{([^}]*)\}/)?.[1] ?? '';
+    const list = css.match(/\.jp-GpuWidgets-copyFreeList\s*\{([^}]*)\}/)?.[1] ?? '';
+    expect(what).toMatch(/text-overflow:\s*ellipsis/);
+    expect(what).toMatch(/min-width:\s*0/);
+    expect(list).toMatch(/flex:\s*none/);
   });
 });
