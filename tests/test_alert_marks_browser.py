@@ -117,8 +117,8 @@ def measured(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                 switch_theme(page, name)
                 page.wait_for_timeout(300)
                 result[theme] = page.evaluate(MEASURE_JS, colours)
+                SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # a fresh clone has no build/ yet
                 (SCREENSHOTS / f"alerts-{theme}.json").write_text(json.dumps(result[theme], indent=1))
-                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
                 page.locator(".jp-OutputArea-output").last.screenshot(path=str(SCREENSHOTS / f"alerts-{theme}.png"))
             yield result
         finally:

@@ -293,3 +293,27 @@ def test_legend_lists_gpus_by_index_then_the_shaded_areas():
     out = legend.render("GPU busy", keys, "%", 0)
     entries = [re.sub(r"<[^>]+>", "", k) for k in re.findall(r"<span>(.*?)</span>", out)]
     assert entries == ["GPU 0 5 %", "GPU 1 9 %", "GPU 2 7 %", "throttled", "lost"]
+
+
+@pytest.mark.parametrize("style,ys,sent,legend", [
+    # a GPU line whose latest samples are gaps (lost, SM activity still being read): cut after the last value
+    ("solid", [10.0, 20.0, float("nan"), float("nan")], 2, 20.0),
+    ("solid", [float("nan")] * 3, 0, None),
+    ("solid", [10.0, float("nan"), 30.0], 3, 30.0),  # a gap inside stays a gap
+    # a min-max band: a gap in either row ends it; the legend keeps each row's latest value
+    ("range", [[1.0, 2.0, 3.0], [4.0, 5.0, float("nan")]], 2, 3.0),
+])
+def test_a_line_never_ends_in_a_gap_in_the_browser(style, ys, sent, legend):
+    # bqplot puts each line's label at its last point: a NaN there is "translate(332,undefined)", an
+    # error in the browser console at every redraw (seen with 8 GPUs in the quickstart).
+    from gpu_widgets.widgets.chart_card import Chart
+
+    chart = Chart("GPU busy (%)", "seconds")
+    chart.line("GPU 0", "#1976d2", style)
+    xs = [0.0, 1.0, 2.0, 3.0][:len(ys[0]) if style == "range" else len(ys)]
+    chart.set_data("GPU 0", xs, ys)
+    mark = chart.lines["GPU 0"]
+    assert len(mark.x) == sent and np.asarray(mark.y).shape[-1] == sent
+    if sent:
+        assert np.isfinite(np.asarray(mark.y)[..., -1]).all()
+    assert chart.keys["GPU 0"].value == legend

@@ -65,6 +65,18 @@ def last_finite(ys: np.ndarray) -> float | None:
     return float(ys[finite[-1]]) if finite.size else None
 
 
+def without_trailing_gaps(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The points up to the last finite one (any row NaN counts as a gap for a band). bqplot puts a
+    line's label at its last point, and a NaN there becomes "translate(x,undefined)", which the
+    browser logs as an error at every redraw; a gap at the end draws nothing either way."""
+    finite = np.isfinite(y) if y.ndim == 1 else np.isfinite(y).all(axis=0)
+    if not finite.size or finite[-1]:
+        return x, y
+    kept = np.flatnonzero(finite)
+    n = int(kept[-1]) + 1 if kept.size else 0
+    return x[:n], y[..., :n]
+
+
 def step_curve(x: np.ndarray, inside: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each run of points inside an episode as a box on a 0-1 scale: x at its edges, twice each.
     Whatever form the caller used (pairs at the edges, NaN between episodes), no ramps between."""
@@ -219,6 +231,7 @@ class Chart:
             key.value, key.high = last_finite(exact[0]), last_finite(exact[1])
         else:
             key.value = last_finite(exact)
+        x, y = without_trailing_gaps(x, y)
         mark.x, mark.y = x, y
         self.extents[name] = extent(x, y)
 
