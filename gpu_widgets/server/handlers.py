@@ -76,20 +76,20 @@ class BaseApiHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(payload, allow_nan=False))
 
-    async def finish_big(self, body: bytes) -> None:
-        """``finish(body)``; a body of ``BIG_ANSWER_BYTES`` or more goes after its headers, as it
-        is: written with them, tornado copies it twice on the event loop."""
+    async def finish_big(self, body: bytes, suffix: bytes = b"") -> None:
+        """``finish(body + suffix)``; a body of ``BIG_ANSWER_BYTES`` or more goes after its headers,
+        as it is: written with them (and joined to the suffix), tornado copies it twice on the loop."""
         if len(body) < BIG_ANSWER_BYTES:
-            self.finish(body)
+            self.finish(body + suffix)
             return
-        self.set_header("Content-Length", len(body))
+        self.set_header("Content-Length", len(body) + len(suffix))
         try:
             await self.flush()
             self.write(body)
             await self.flush()
         except StreamClosedError:
             return  # the client went away
-        self.finish()
+        self.finish(suffix)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc_info = kwargs.get("exc_info")
@@ -189,19 +189,7 @@ class SamplesHandler(BaseApiHandler):
         # The server's clock at the moment of answering (clients use it to line their clock up).
         suffix = f',"server_time":{json.dumps(time.time())}}}'.encode()
         self.set_header("Content-Type", "application/json")
-        if len(body) < BIG_ANSWER_BYTES:
-            self.finish(body + suffix)
-            return
-        # Megabytes: the headers first, then the body as it is. Written together, tornado copies
-        # the body twice on the event loop (to join it to the suffix, then to the headers).
-        self.set_header("Content-Length", len(body) + len(suffix))
-        try:
-            await self.flush()
-            self.write(body)
-            await self.flush()
-        except StreamClosedError:
-            return  # the client went away
-        self.finish(suffix)
+        await self.finish_big(body, suffix)
 
     def compute_etag(self) -> None:
         """No ETag: answers are ``no-store``, and tornado would hash megabytes on the event loop."""
