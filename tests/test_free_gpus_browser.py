@@ -1,9 +1,9 @@
 """The header's "Copy CUDA_VISIBLE_DEVICES=..." button in a real JupyterLab (Debian chromium), issue 23.
 
-A server with 2, then 8, simulated GPUs. The simulated GPUs run a 240 s busy cycle on the wall
-clock, a few seconds of it idle (free: busy under 10 % and under 10 % of memory used); the seed is
-chosen when the server starts so that the free set changes while the test watches, in the light
-theme and then in the dark one. At every poll:
+A server with 2 simulated GPUs watched in the light theme, then one with 8 in the dark theme (each
+GPU count and each theme once, to keep the wait short). The simulated GPUs run a 240 s busy cycle on
+the wall clock, a few seconds of it idle (free: busy under 10 % and under 10 % of memory used); the
+seed is chosen when the server starts so that the free set changes while the test watches. At every poll:
 - the button reads "Copy CUDA_VISIBLE_DEVICES=<list>" ("No free GPU" when none is), the list being
   the GPUs that GET samples/latest says are free then (the sidebar may lag one poll behind, so a
   mismatch must clear within a few seconds);
@@ -32,9 +32,10 @@ sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
 
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
-# Seconds after the server is asked to start: the page is up well before the first; each theme is
-# watched over one stretch, and the seed puts a change of the free set inside each.
-LIGHT_S, DARK_S, END_S = 35.0, 55.0, 75.0
+# Seconds after the server is asked to start: the page is up well before WATCH_S; the seed puts a
+# change of the free set inside the watched stretch, and a free GPU for the click after it.
+WATCH_S, END_S = 35.0, 57.0
+CASES = {"2gpu-light": (2, "light"), "8gpu-dark": (8, "dark")}
 SETTINGS = {"gpu-widgets:plugin": {"refreshIntervalMs": 500}}
 LAG_S = 5.0  # how long the button may show an older answer than the API's
 BUTTON = ".jp-GpuWidgets-copyFree"
@@ -75,25 +76,24 @@ def changes(n_gpus: int, seed: int, start: float, a: float, b: float) -> int:
 
 
 def pick_seed(n_gpus: int, start: float) -> int:
-    """A seed whose free set changes at least once while each theme is watched (leaving 8 s to open the page)."""
+    """A seed whose free set changes at least once while the page is watched (leaving 8 s at its end)."""
     def score(seed: int) -> tuple[int, bool]:
         sim = SimulatedBackend(n_gpus, seed=seed, t0=start)
         sim.open()
-        free_after = bool(free_set(sim.read_fast(start + END_S + 15)))  # for the click, after both themes
-        return min(changes(n_gpus, seed, start, LIGHT_S, DARK_S - 8),
-                   changes(n_gpus, seed, start, DARK_S, END_S - 8)), free_after
+        free_after = bool(free_set(sim.read_fast(start + END_S + 15)))  # for the click, after the watch
+        return min(changes(n_gpus, seed, start, WATCH_S, END_S - 8), 3), free_after
     return max(range(240), key=score)  # the cycle repeats every 240 seeds
 
 
-@pytest.fixture(scope="module", params=[2, 8], ids=["2gpu", "8gpu"])
-def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LabServer, float]]:
-    gpus = request.param
+@pytest.fixture(scope="module", params=list(CASES), ids=list(CASES))
+def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LabServer, float, str]]:
+    gpus, _ = CASES[request.param]
     start = time.time()
     env = {"GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": str(gpus),
            "GPU_WIDGETS_SIMULATED_SEED": str(pick_seed(gpus, start))}
     with LabServer(tmp_path_factory.mktemp(f"free-{gpus}"), env=env, args=["--GpuWidgets.interval_s=0.5"],
                    settings=SETTINGS) as server:
-        yield server, start
+        yield server, start, CASES[request.param][1]
 
 
 def watch(page: Any, lab: LabServer, until: float) -> list[dict[str, Any]]:
@@ -116,23 +116,20 @@ def watch(page: Any, lab: LabServer, until: float) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def watched(browser: Any, lab: tuple[LabServer, float]) -> Iterator[dict[str, list[dict[str, Any]]]]:
-    server, start = lab
+def watched(browser: Any, lab: tuple[LabServer, float, str]) -> Iterator[list[dict[str, Any]]]:
+    server, start, theme = lab
     with sidebar_page(browser, server.lab_url()) as page:
         expect(panel(page).locator(BUTTON)).to_be_visible(timeout=60_000)
         n = len(server.api("devices")["devices"])
-        result = {}
-        for theme, name in THEMES.items():
-            switch_theme(page, name)
-            result[theme] = watch(page, server, start + (DARK_S if theme == "light" else END_S))
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            panel(page).screenshot(path=str(SCREENSHOTS / f"free-gpus-{n}gpu-{theme}.png"))
-        yield result
+        switch_theme(page, THEMES[theme])
+        seen = watch(page, server, start + END_S)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        panel(page).screenshot(path=str(SCREENSHOTS / f"free-gpus-{n}gpu-{theme}.png"))
+        yield seen
 
 
-@pytest.mark.parametrize("theme", THEMES)
-def test_the_button_names_the_apis_free_gpus(watched: dict[str, list[dict[str, Any]]], theme: str) -> None:
-    seen = watched[theme]
+def test_the_button_names_the_apis_free_gpus(watched: list[dict[str, Any]]) -> None:
+    seen = watched
     wrong = [(s["text"], s["expected"]) for s in seen if s["text"] != s["expected"]]
     assert not wrong, f"the button disagreed with samples/latest for over {LAG_S} s: {wrong[:3]}"
     assert all(re.fullmatch(r"Copy CUDA_VISIBLE_DEVICES=\d+(,\d+)*|No free GPU", s["text"]) for s in seen)
@@ -142,9 +139,8 @@ def test_the_button_names_the_apis_free_gpus(watched: dict[str, list[dict[str, A
     assert not hidden, f"the GPU list was cut off in the button: {hidden[:3]}"
 
 
-@pytest.mark.parametrize("theme", THEMES)
-def test_the_header_stays_still_as_the_label_changes(watched: dict[str, list[dict[str, Any]]], theme: str) -> None:
-    seen = watched[theme]
+def test_the_header_stays_still_as_the_label_changes(watched: list[dict[str, Any]]) -> None:
+    seen = watched
     by_label: dict[str, list[list[float]]] = {}
     for s in seen:
         by_label.setdefault(s["text"], s["boxes"])
@@ -154,8 +150,12 @@ def test_the_header_stays_still_as_the_label_changes(watched: dict[str, list[dic
                        f"{seen[0]['text']!r}, then {moved[0][1]} with {moved[0][0]!r}")
 
 
-def test_a_click_copies_the_shell_prefix(browser: Any, lab: tuple[LabServer, float], watched: Any) -> None:
-    server, _ = lab
+def test_a_click_copies_the_shell_prefix(browser: Any, lab: tuple[LabServer, float, str], watched: Any) -> None:
+    server, _, _ = lab
+    if len(server.api("devices")["devices"]) < 8:
+        # Two simulated GPUs are free together only ~46 s in each 240 s cycle: waiting for one would
+        # cost a minute; eight have one free most of the time.
+        pytest.skip("the click is checked at 8 GPUs")
     context = browser.new_context(viewport={"width": 1366, "height": 768})
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.base_url)
     try:
@@ -163,7 +163,7 @@ def test_a_click_copies_the_shell_prefix(browser: Any, lab: tuple[LabServer, flo
         page.goto(server.lab_url(), timeout=60_000)
         page.locator('.jp-SideBar .lm-TabBar-tab[data-id="gpu-widgets-sidebar"]').click(timeout=60_000)
         button = panel(page).locator(BUTTON)
-        deadline = time.monotonic() + 90  # the seed makes one free about now
+        deadline = time.monotonic() + 60  # the seed makes one free about now
         while button.text_content().startswith("No free") and time.monotonic() < deadline:
             page.wait_for_timeout(1000)
         text = button.text_content()
