@@ -258,7 +258,7 @@ def test_each_alert_is_a_bar_on_the_chart_of_its_metric_only_and_never_in_the_le
     from gpu_widgets.widgets.monitor_alerts import BAR, KIND_COLORS
     from gpu_widgets.widgets.theme import DARK_VARIANTS, css
 
-    mon, _, _ = faulty_run(run_dir, faults="throttle:1@5-45", seconds=45, backend_class=HeavyBackend)
+    mon, _, _ = faulty_run(run_dir, faults="throttle:1@5-45:sw_power_cap", seconds=45, backend_class=HeavyBackend)
     assert {(kind, gpu) for kind, gpu, *_ in episodes(mon)} == {("memory", 0), ("throttle", 1)}
     drawn = alert_marks(mon)
     assert drawn.pop("gpu_memory") == {"alert: memory full", "alert: memory full (shade)"}
