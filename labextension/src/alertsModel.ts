@@ -15,9 +15,8 @@
  * Kept free of JupyterLab's UI packages: the notification calls come in as `INotifier` (the
  * plugin passes `Notification` of @jupyterlab/apputils) so jest can drive it in plain node.
  */
-import { Poll } from '@lumino/polling';
-
 import { components } from './api.generated';
+import { FetchPoll } from './fetchPoll';
 import { requestAPI } from './request';
 
 /** `GET alerts`. */
@@ -85,15 +84,15 @@ export class AlertsPoller {
     this._store = options.store ?? null;
     this._request = options.request ?? (endpoint => requestAPI<IAlerts>(endpoint));
     this._seen = readSeen(this._store);
-    this._poll = new Poll({
-      factory: () => this._update(),
-      frequency: { interval: ALERTS_INTERVAL_MS, backoff: true, max: 60_000 },
+    this._fetcher = new FetchPoll(() => this._update(), {
+      interval: ALERTS_INTERVAL_MS,
+      maxBackoffMs: 60_000,
       // Off: no request at all. Hidden: nothing to show it to.
-      standby: () => (this._enabled ? 'when-hidden' : true),
+      active: () => this._enabled,
       name: 'gpu-widgets:alerts'
     });
     if (options.autoStart ?? true) {
-      void this._poll.start();
+      this._fetcher.start();
     }
   }
 
@@ -110,21 +109,17 @@ export class AlertsPoller {
       this._show(this._last); // a kind switched back on shows its open episodes now
     }
     if (this._enabled) {
-      void this._poll.refresh();
+      this._fetcher.tickNow();
     }
   }
 
-  /** Ask now (tests, and after a settings change). Never rejects. */
-  async refresh(): Promise<void> {
-    try {
-      await this._update();
-    } catch {
-      // the poll backs off; alerts have no error view of their own
-    }
+  /** Ask now (tests, and after a settings change). Never rejects: alerts have no error view. */
+  refresh(): Promise<void> {
+    return this._fetcher.refresh();
   }
 
   dispose(): void {
-    this._poll.dispose();
+    this._fetcher.dispose();
   }
 
   private async _update(): Promise<void> {
@@ -178,10 +173,10 @@ export class AlertsPoller {
 
   private _actions: (episode: IAlertEpisode) => IAlertAction[];
   private _enabled = true;
+  private _fetcher: FetchPoll;
   private _kinds = new Set<AlertKind>(ALERT_KINDS);
   private _last: IAlerts | null = null;
   private _notifier: INotifier;
-  private _poll: Poll;
   private _request: AlertsRequest;
   private _seen: Map<string, 'open' | 'ended'>;
   /** episode id -> notification id, for the episodes shown open by this page. */

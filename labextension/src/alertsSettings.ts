@@ -7,13 +7,9 @@
  * a tab never overwrites an administrator's configuration with schema defaults; one that is set
  * is sent when it differs from what the server answers.
  */
-import { URLExt } from '@jupyterlab/coreutils';
-import { ServerConnection } from '@jupyterlab/services';
-
 import { components } from './api.generated';
 import { ALERT_KINDS, AlertKind, IAlerts } from './alertsModel';
-import { API_PATH, parseErrorBody } from './request';
-import { ApiError } from './tokens';
+import { requestAPI } from './request';
 
 export type IAlertSettingsChange = components['schemas']['AlertSettingsChange'];
 
@@ -66,22 +62,6 @@ export function serverChanges(wanted: IAlertSettingsChange, current: IAlerts['se
 }
 
 /** `PUT alerts/settings`; the settings in force, or an `ApiError` with the server's words. */
-export async function putAlertSettings(
-  changes: IAlertSettingsChange,
-  settings: ServerConnection.ISettings = ServerConnection.makeSettings()
-): Promise<IAlerts['settings']> {
-  const endpoint = 'alerts/settings';
-  const url = URLExt.join(settings.baseUrl, API_PATH, endpoint);
-  let response: Response;
-  try {
-    response = await ServerConnection.makeRequest(url, { method: 'PUT', body: JSON.stringify(changes) }, settings);
-  } catch (error) {
-    throw new ApiError('network', endpoint, `the Jupyter server did not answer (${String(error)})`);
-  }
-  const text = await response.text().catch(() => '');
-  if (!response.ok) {
-    const body = parseErrorBody(text);
-    throw new ApiError('http', endpoint, body?.message || `HTTP ${response.status}`, response.status, body?.code ?? null);
-  }
-  return JSON.parse(text);
+export function putAlertSettings(changes: IAlertSettingsChange): Promise<IAlerts['settings']> {
+  return requestAPI<IAlerts['settings']>('alerts/settings', {}, { method: 'PUT', body: changes });
 }

@@ -12,6 +12,7 @@ import { SIMULATED_USER_MARK, SIMULATED_USER_TITLE } from './overview';
 import { IKernelActions } from './processActions';
 import { KernelButtons } from './processActionsView';
 import { IAttributedProcess, IDeviceInfo } from './tokens';
+import { useFlash } from './useFlash';
 
 /**
  * `actions` and `gpus` (all of them: a kernel's memory on each): the kernel buttons of its own
@@ -258,14 +259,7 @@ export function SpecCard(props: { id: string; index: number; info: IDeviceInfo |
 
 /** Copies a value to the clipboard and says so for a moment. */
 function CopyButton(props: { text: string; what: string }): JSX.Element {
-  const [done, setDone] = React.useState<'copied' | 'failed' | null>(null);
-  React.useEffect(() => {
-    if (done === null) {
-      return;
-    }
-    const timer = window.setTimeout(() => setDone(null), 1500);
-    return () => window.clearTimeout(timer);
-  }, [done]);
+  const [done, setDone] = useFlash<'copied' | 'failed'>(1500);
   const copy = (): void => {
     // The clipboard needs a secure context (https or localhost); elsewhere say it failed.
     const clip = navigator.clipboard;

@@ -4,8 +4,8 @@
  * of the hosts that are open. It asks for the page of hosts the view shows (filter, sort, offset):
  * the server pages them, so every host is findable in a bounded answer.
  *
- * A Lumino `Poll` as in the GPU model (fetchPoll.ts): backoff on failures, standby while the
- * view is hidden or the browser tab is, so 500 hosts cost nothing while nobody looks.
+ * Polled as every model is (fetchPoll.ts): backoff on failures, standby while the view is hidden
+ * or the browser tab is, so 500 hosts cost nothing while nobody looks.
  */
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
@@ -20,7 +20,6 @@ import {
   parseOverview
 } from './cluster';
 import { FetchPoll } from './fetchPoll';
-import { MAX_BACKOFF_MS } from './pollLimits';
 import { Query, requestAPI } from './request';
 import { ApiError } from './tokens';
 
@@ -62,12 +61,11 @@ export namespace ClusterModel {
 export class ClusterModel implements IDisposable {
   constructor(options: ClusterModel.IOptions = {}) {
     this._request = options.request ?? (<T>(endpoint: string, query?: Query) => requestAPI<T>(endpoint, query));
-    const interval = options.intervalMs ?? CLUSTER_INTERVAL_MS;
     this._probeRetryMs = options.probeRetryMs ?? PROBE_RETRY_MS;
     this._fetcher = new FetchPoll(() => this._fetch(), {
-      frequency: { interval, backoff: true, max: Math.max(MAX_BACKOFF_MS, interval) },
+      interval: options.intervalMs ?? CLUSTER_INTERVAL_MS,
       name: 'gpu-widgets:cluster',
-      standby: () => (this._visible ? 'when-hidden' : true)
+      active: () => this._visible
     });
   }
 
@@ -140,16 +138,10 @@ export class ClusterModel implements IDisposable {
   }
 
   /** Ask once whether a cluster is configured (the switch is shown only then). Never rejects. */
-  async probe(): Promise<void> {
-    try {
-      await this._fetcher.run();
-    } catch (error) {
-      // offered stays false: no switch. An older server without the endpoint answers 404 (never
-      // ask again); no answer at all may be a server restarting (ask again later).
-      if (error instanceof ApiError && error.kind === 'network' && !this._isDisposed && !this._started) {
-        this._probeTimer = setTimeout(() => void this.probe(), this._probeRetryMs);
-      }
-    }
+  probe(): Promise<void> {
+    // On a failure offered stays false: no switch. An older server without the endpoint answers
+    // 404 (never ask again); no answer at all may be a server restarting (ask again later).
+    return this._fetcher.firstLook(this._probeRetryMs, error => error instanceof ApiError && error.kind === 'network');
   }
 
   /** The Cluster view was shown or hidden: poll only while it is shown. */
@@ -159,11 +151,10 @@ export class ClusterModel implements IDisposable {
     }
     this._visible = visible;
     if (visible) {
-      if (this._started) {
-        void this._fetcher.poll.refresh();
+      if (this._fetcher.started) {
+        this._fetcher.tickNow();
       } else {
-        this._started = true;
-        void this._fetcher.poll.start(); // its first tick asks at once
+        this._fetcher.start(); // its first tick asks at once
       }
     }
   }
@@ -192,7 +183,6 @@ export class ClusterModel implements IDisposable {
       return;
     }
     this._isDisposed = true;
-    clearTimeout(this._probeTimer);
     this._fetcher.dispose();
     Signal.clearData(this);
   }
@@ -273,10 +263,8 @@ export class ClusterModel implements IDisposable {
   private _offered = false;
   private _overview: IClusterOverview | null = null;
   private _probeRetryMs: number;
-  private _probeTimer: ReturnType<typeof setTimeout> | undefined = undefined;
   private _query: IHostQuery = DEFAULT_HOST_QUERY;
   private _request: RequestFn;
-  private _started = false;
   private _visible = false;
 }
 

@@ -26,6 +26,7 @@ import { HostDetail } from './clusterHost';
 import { ClusterModel, HOST_PAGE } from './clusterModel';
 import { formatClock } from './format';
 import { IPalette } from './palette';
+import { ISort, ISortColumn, nextSort, SortHeader } from './sortHeader';
 import { SIMULATED_HINT } from './tokens';
 
 /** Which view the GPU panel shows. */
@@ -64,14 +65,14 @@ export function ViewSwitch(props: { view: PanelView; onChange: (view: PanelView)
   );
 }
 
-const HEAD_MAIN: readonly { key: HostSortKey; label: string; title: string }[] = [
+const HEAD_MAIN: readonly ISortColumn<HostSortKey>[] = [
   { key: 'host', label: 'Host', title: 'Sort by host name' },
   { key: 'gpus', label: 'GPUs', title: 'Sort by number of GPUs' },
   { key: 'busy', label: 'Busy', title: 'Sort by busy GPUs (utilization of 10 % or more)' },
   { key: 'free', label: 'Free', title: 'Sort by free GPUs (utilization and memory under 10 %)' },
   { key: 'utilization', label: 'Util', title: 'Sort by mean GPU utilization' }
 ];
-const HEAD_SUB: readonly { key: HostSortKey; label: string; title: string }[] = [
+const HEAD_SUB: readonly ISortColumn<HostSortKey>[] = [
   { key: 'utilMax', label: 'max', title: 'Sort by the busiest GPU’s utilization' },
   { key: 'memory', label: 'mem GiB', title: 'Sort by GPU memory used (GiB used / total)' },
   { key: 'temperature', label: 'temp', title: 'Sort by the hottest GPU' },
@@ -82,7 +83,7 @@ export function ClusterView(props: { model: ClusterModel; palette: IPalette }): 
   const { model, palette } = props;
   const overview = model.overview;
   const query = model.query;
-  const sort = { key: query.sort, descending: query.descending };
+  const sort: ISort<HostSortKey> = { key: query.sort, descending: query.descending };
   // The box shows what is typed at once; the server is asked when typing pauses.
   const [text, setText] = React.useState(query.filter);
   React.useEffect(() => {
@@ -110,9 +111,10 @@ export function ClusterView(props: { model: ClusterModel; palette: IPalette }): 
       setTimeout(() => performance.measure(CLUSTER_PAINT_MEASURE, { start, end: performance.now(), detail }), 0);
     });
   });
-  const clickHeader = (key: HostSortKey): void =>
-    // A second click turns the order round; a numeric column starts with the largest.
-    model.setQuery(sort.key === key ? { sort: key, descending: !sort.descending } : { sort: key, descending: key !== 'host' });
+  const clickHeader = (key: HostSortKey): void => {
+    const next = nextSort(sort, key, 'host');
+    model.setQuery({ sort: next.key, descending: next.descending });
+  };
   const problem = overview ? problemText(overview.status, overview.reason, overview.prometheus_url) : null;
   return (
     <div className="jp-GpuWidgets-body jp-GpuWidgets-cluster" aria-label="GPU cluster" role="region">
@@ -184,12 +186,12 @@ export function ClusterView(props: { model: ClusterModel; palette: IPalette }): 
           <div className="jp-GpuWidgets-hostGrid" role="grid" aria-label="Hosts" aria-rowcount={matched + 1}>
             <div className="jp-GpuWidgets-hostHead" role="row">
               {HEAD_MAIN.map(c => (
-                <SortHeader key={c.key} column={c} sort={sort} onClick={clickHeader} />
+                <SortHeader key={c.key} column={c} sort={sort} className={`jp-GpuWidgets-h-${c.key}`} onClick={clickHeader} />
               ))}
               <span className="jp-GpuWidgets-hostHeadSub">
                 <span />
                 {HEAD_SUB.map(c => (
-                  <SortHeader key={c.key} column={c} sort={sort} onClick={clickHeader} />
+                  <SortHeader key={c.key} column={c} sort={sort} className={`jp-GpuWidgets-h-${c.key}`} onClick={clickHeader} />
                 ))}
               </span>
             </div>
@@ -241,29 +243,6 @@ export function ClusterView(props: { model: ClusterModel; palette: IPalette }): 
         </section>
       )}
     </div>
-  );
-}
-
-function SortHeader(props: {
-  column: { key: HostSortKey; label: string; title: string };
-  sort: { key: HostSortKey; descending: boolean };
-  onClick: (key: HostSortKey) => void;
-}): JSX.Element {
-  const { column, sort } = props;
-  const active = sort.key === column.key;
-  return (
-    <span
-      role="columnheader"
-      className={`jp-GpuWidgets-h-${column.key}`}
-      aria-sort={active ? (sort.descending ? 'descending' : 'ascending') : 'none'}
-    >
-      <button className="jp-GpuWidgets-sortButton" title={column.title} onClick={() => props.onClick(column.key)}>
-        {column.label}
-        <span className="jp-GpuWidgets-sortMark" aria-hidden="true">
-          {active ? (sort.descending ? '▾' : '▴') : ''}
-        </span>
-      </button>
-    </span>
   );
 }
 

@@ -9,6 +9,7 @@
 import * as React from 'react';
 
 import { IGpu } from './gpus';
+import { useFlash } from './useFlash';
 
 export const FREE_BUSY_PERCENT = 10;
 export const FREE_MEMORY_FRACTION = 0.1;
@@ -52,14 +53,7 @@ export function copyLabel(free: readonly number[], copied: boolean): string {
 /** The header's button; "copied" for a moment after a click. */
 export function CopyFreeGpus(props: { gpus: readonly IGpu[]; copy: (text: string) => void }): JSX.Element {
   const free = freeGpuIndices(props.gpus);
-  const [copied, setCopied] = React.useState<string | null>(null);
-  React.useEffect(() => {
-    if (copied === null) {
-      return;
-    }
-    const timer = window.setTimeout(() => setCopied(null), 2000);
-    return () => window.clearTimeout(timer);
-  }, [copied]);
+  const [copied, setCopied] = useFlash<string>(2000);
   const text = cudaVisibleDevices(free);
   const title = free.length
     ? `Copy ${text} for the ${free.length} GPU(s) free now (${FREE_RULE}), to put before a command`

@@ -2,8 +2,8 @@
  * The sidebar's model: polls the server extension, keeps a bounded history per GPU, and
  * tells views when something changed.
  *
- * One Lumino `Poll` drives everything (backoff on failure, standby while the browser tab is
- * hidden or nobody looks). A tick asks:
+ * One poll drives everything (fetchPoll.ts: backoff on failure, standby while the browser tab
+ * is hidden or nobody looks). A tick asks:
  * - `status` only when it is not known to be `ok` (at start, after any error, or when a
  *   samples answer reports a different backend/status);
  * - `metrics` (the metric catalogue: what the cards draw) once, before the first samples;
@@ -21,14 +21,13 @@
  * current for when the panel opens); with neither it stands by.
  */
 import { IDisposable } from '@lumino/disposable';
-import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { Catalogue, parseCatalogue } from './catalogue';
 import { FetchPoll } from './fetchPoll';
 import { buildGpus, IGpu } from './gpus';
 import { stateFromError, stateFromStatus } from './monitorState';
-import { MAX_MAX_POINTS, MIN_MAX_POINTS, MIN_PROCESS_INTERVAL_MS, pollFrequency } from './pollLimits';
+import { MAX_MAX_POINTS, MIN_MAX_POINTS, MIN_PROCESS_INTERVAL_MS, pollInterval } from './pollLimits';
 import { requestAPI } from './request';
 import { History, ISamplesQuery } from './history';
 import { LiveSample } from './liveSample';
@@ -49,6 +48,7 @@ import {
   IStatus,
   MonitorState
 } from './tokens';
+import { versionMismatch } from './version';
 
 /** Chart width assumed until a view says otherwise. */
 const DEFAULT_CHART_WIDTH_PX = 300;
@@ -73,12 +73,11 @@ export class GpuModel implements IDisposable {
     this._autoPoll = options.autoPoll ?? true;
     this._now = options.now ?? Date.now;
     this._fetcher = new FetchPoll(() => this._fetch(), {
-      frequency: pollFrequency(this._panelVisible, this._refreshMs),
+      interval: pollInterval(this._panelVisible, this._refreshMs),
       name: 'gpu-widgets:model',
-      standby: () => (this._panelVisible || this._statusBarActive ? 'when-hidden' : true)
+      active: () => this._panelVisible || this._statusBarActive,
+      onRetry: waitMs => this._onRetry(waitMs)
     });
-    this._poll = this._fetcher.poll;
-    this._poll.ticked.connect(this._onTicked, this);
   }
 
   /** Emitted after every update (new data, a new state, a new setting). */
@@ -94,6 +93,11 @@ export class GpuModel implements IDisposable {
   /** The last `status` answer (null before it, and after an error until the next one). */
   get status(): IStatus | null {
     return this._lastStatus;
+  }
+
+  /** What to say when the server runs another gpu-widgets than this page (version.ts), else null. */
+  get versionProblem(): string | null {
+    return this._versionProblem;
   }
 
   /** Readings come from simulated GPUs: views must say so. */
@@ -136,12 +140,12 @@ export class GpuModel implements IDisposable {
 
   /** The poll's current period (ms). */
   get pollIntervalMs(): number {
-    return this._poll.frequency.interval;
+    return this._fetcher.interval;
   }
 
   /** Whether the poll is running (a view asked for data). */
   get polling(): boolean {
-    return this._started;
+    return this._fetcher.started;
   }
 
   get isDisposed(): boolean {
@@ -170,9 +174,7 @@ export class GpuModel implements IDisposable {
     if (changed) {
       this._syncPoll();
       this._emit();
-      if (this._started) {
-        void this._poll.refresh();
-      }
+      this._fetcher.tickNow();
     }
   }
 
@@ -183,8 +185,8 @@ export class GpuModel implements IDisposable {
     }
     this._panelVisible = visible;
     this._syncPoll();
-    if (visible && this._started) {
-      void this._poll.refresh();
+    if (visible) {
+      this._fetcher.tickNow();
     }
   }
 
@@ -195,8 +197,8 @@ export class GpuModel implements IDisposable {
 
   /** A GPU card entered or left the screen (GPM figures are asked for only while one shows). */
   setCardVisible(index: number, visible: boolean): void {
-    if (this._live.setCardVisible(index, visible) && this.gpmWanted && this._started) {
-      void this._poll.refresh();
+    if (this._live.setCardVisible(index, visible) && this.gpmWanted) {
+      this._fetcher.tickNow();
     }
   }
 
@@ -240,17 +242,16 @@ export class GpuModel implements IDisposable {
     if (this._isDisposed) {
       return;
     }
-    this._poll.frequency = pollFrequency(this._panelVisible, this._refreshMs);
-    if (this._autoPoll && !this._started && (this._panelVisible || this._statusBarActive)) {
-      this._started = true;
-      void this._poll.start();
+    this._fetcher.interval = pollInterval(this._panelVisible, this._refreshMs);
+    if (this._autoPoll && (this._panelVisible || this._statusBarActive)) {
+      this._fetcher.start();
     }
   }
 
-  private _onTicked(poll: Poll<void, unknown, 'standby'>): void {
+  private _onRetry(waitMs: number): void {
     // After a failure the poll waits longer each time: tell the user when it tries again.
-    if (poll.state.phase === 'rejected' && this._state.kind === 'network') {
-      this._state = { ...this._state, retryInMs: poll.state.interval };
+    if (this._state.kind === 'network') {
+      this._state = { ...this._state, retryInMs: waitMs };
       this._emit();
     }
   }
@@ -324,6 +325,7 @@ export class GpuModel implements IDisposable {
     }
     this._status = status;
     this._lastStatus = status;
+    this._versionProblem = versionMismatch(status);
     this._history.setServerTime(status.server_time, this._now());
     if (changed) {
       this._devicesStale = true;
@@ -373,13 +375,12 @@ export class GpuModel implements IDisposable {
   private _live = new LiveSample();
   private _now: () => number;
   private _panelVisible = false;
-  private _poll: Poll<void, unknown, 'standby'>;
   private _processes: IProcesses | null = null;
   private _processesAt = -Infinity;
   private _refreshMs: number;
-  private _started = false;
   private _state: MonitorState = { kind: 'loading' };
   /** The status as far as polling goes: null means "ask again". */
   private _status: IStatus | null = null;
   private _statusBarActive = false;
+  private _versionProblem: string | null = null;
 }

@@ -7,12 +7,13 @@ import * as React from 'react';
 
 import { IGpu } from './gpus';
 import { ActivityFilter, filterRows, IOverviewRow, overviewRows, SortKey, sortRows } from './overview';
+import { ISort, ISortColumn, nextSort, SortHeader } from './sortHeader';
 import { IMetricInfo } from './tokens';
 
 /** From this many GPUs on, the overview offers the filter box (fewer fit at a glance). */
 export const FILTER_FROM_GPUS = 4;
 
-const COLUMNS: readonly { key: SortKey; label: string; title: string }[] = [
+const COLUMNS: readonly ISortColumn<SortKey>[] = [
   { key: 'index', label: 'GPU', title: 'Sort by GPU index' },
   { key: 'busy', label: 'Busy', title: 'Sort by GPU busy' },
   { key: 'memory', label: 'Memory', title: 'Sort by memory used' },
@@ -34,14 +35,12 @@ export interface IOverviewProps {
 
 export function Overview(props: IOverviewProps): JSX.Element {
   const { gpus, metrics, selected, onSelect } = props;
-  const [sort, setSort] = React.useState<{ key: SortKey; descending: boolean }>({ key: 'index', descending: false });
+  const [sort, setSort] = React.useState<ISort<SortKey>>({ key: 'index', descending: false });
   const [text, setText] = React.useState('');
   const [activity, setActivity] = React.useState<ActivityFilter>('all');
   const all = overviewRows(gpus, metrics, props.simulated ?? false);
   const rows = sortRows(filterRows(all, text, activity), sort.key, sort.descending);
-  const clickHeader = (key: SortKey): void =>
-    // A second click turns the order round; a new numeric column starts with the largest.
-    setSort(s => (s.key === key ? { key, descending: !s.descending } : { key, descending: key !== 'index' }));
+  const clickHeader = (key: SortKey): void => setSort(s => nextSort(s, key, 'index'));
   return (
     <section className="jp-GpuWidgets-overview" aria-label="GPU overview">
       {gpus.length >= FILTER_FROM_GPUS && (
@@ -69,19 +68,7 @@ export function Overview(props: IOverviewProps): JSX.Element {
       <div className="jp-GpuWidgets-overviewGrid" role="grid" aria-label="GPUs" aria-rowcount={rows.length + 1}>
         <div className="jp-GpuWidgets-overviewHead" role="row">
           {COLUMNS.map(c => (
-            <span
-              key={c.key}
-              role="columnheader"
-              className={`jp-GpuWidgets-ov-${c.key}`}
-              aria-sort={sort.key === c.key ? (sort.descending ? 'descending' : 'ascending') : 'none'}
-            >
-              <button className="jp-GpuWidgets-sortButton" title={c.title} onClick={() => clickHeader(c.key)}>
-                {c.label}
-                <span className="jp-GpuWidgets-sortMark" aria-hidden="true">
-                  {sort.key === c.key ? (sort.descending ? '▾' : '▴') : ''}
-                </span>
-              </button>
-            </span>
+            <SortHeader key={c.key} column={c} sort={sort} className={`jp-GpuWidgets-ov-${c.key}`} onClick={clickHeader} />
           ))}
         </div>
         <div className="jp-GpuWidgets-overviewRows" role="rowgroup">

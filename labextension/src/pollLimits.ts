@@ -1,7 +1,7 @@
 /** How often the sidebar asks the server, and how much. */
 /** Poll period when only the status-bar item needs data. */
 export const STATUS_BAR_INTERVAL_MS = 5000;
-/** The longest wait between two tries while the server does not answer. */
+/** The longest wait between two tries while the server does not answer (or the interval, if longer). */
 export const MAX_BACKOFF_MS = 30000;
 /** The process list is read on the server every 2 s (slow cadence): no use asking faster. */
 export const MIN_PROCESS_INTERVAL_MS = 2000;
@@ -9,11 +9,7 @@ export const MIN_PROCESS_INTERVAL_MS = 2000;
 export const MIN_MAX_POINTS = 120;
 export const MAX_MAX_POINTS = 2000;
 
-/**
- * The model's poll period: the refresh interval while the panel is shown, else the status
- * bar's slower one; failures back off up to MAX_BACKOFF_MS (or the interval, if longer).
- */
-export function pollFrequency(panelVisible: boolean, refreshMs: number): { interval: number; backoff: boolean; max: number } {
-  const interval = panelVisible ? refreshMs : Math.max(refreshMs, STATUS_BAR_INTERVAL_MS);
-  return { interval, backoff: true, max: Math.max(MAX_BACKOFF_MS, interval) };
+/** The GPU model's poll period: the refresh interval while the panel is shown, else the status bar's slower one. */
+export function pollInterval(panelVisible: boolean, refreshMs: number): number {
+  return panelVisible ? refreshMs : Math.max(refreshMs, STATUS_BAR_INTERVAL_MS);
 }

@@ -16,15 +16,21 @@ export const API_PATH = 'gpu-widgets/api/v1';
 /** Query parameters; undefined ones are left out. */
 export type Query = { [name: string]: string | number | undefined };
 
+/** What a call other than a plain GET needs. */
+export interface IRequestInit {
+  /** Default GET. */
+  method?: 'GET' | 'PUT' | 'POST' | 'DELETE';
+  /** Sent as JSON. */
+  body?: unknown;
+  settings?: ServerConnection.ISettings;
+}
+
 /**
- * GET `{baseUrl}gpu-widgets/api/v1/{endpoint}?{query}` with the server's token and return
- * the parsed JSON. Throws `ApiError` for anything else.
+ * `{method}` `{baseUrl}gpu-widgets/api/v1/{endpoint}?{query}` with the server's token (and the
+ * body as JSON) and return the parsed JSON answer. Throws `ApiError` for anything else.
  */
-export async function requestAPI<T>(
-  endpoint: string,
-  query: Query = {},
-  settings: ServerConnection.ISettings = ServerConnection.makeSettings()
-): Promise<T> {
+export async function requestAPI<T>(endpoint: string, query: Query = {}, init: IRequestInit = {}): Promise<T> {
+  const settings = init.settings ?? ServerConnection.makeSettings();
   const params: { [name: string]: string } = {};
   for (const [name, value] of Object.entries(query)) {
     if (value !== undefined) {
@@ -33,13 +39,17 @@ export async function requestAPI<T>(
   }
   const search = Object.keys(params).length ? URLExt.objectToQueryString(params) : '';
   const url = URLExt.join(settings.baseUrl, API_PATH, endpoint) + search;
+  // `cache: 'no-cache'`: with JupyterLab's default ('no-store') makeRequest appends a
+  // cache-busting `?<timestamp>` parameter, which the API rejects as unknown (400). The
+  // server answers `Cache-Control: no-store`, so nothing is cached either way.
+  const request: RequestInit = { method: init.method ?? 'GET', cache: 'no-cache' };
+  if (init.body !== undefined) {
+    request.body = JSON.stringify(init.body);
+  }
 
   let response: Response;
   try {
-    // `cache: 'no-cache'`: with JupyterLab's default ('no-store') makeRequest appends a
-    // cache-busting `?<timestamp>` parameter, which the API rejects as unknown (400). The
-    // server answers `Cache-Control: no-store`, so nothing is cached either way.
-    response = await ServerConnection.makeRequest(url, { method: 'GET', cache: 'no-cache' }, settings);
+    response = await ServerConnection.makeRequest(url, request, settings);
   } catch (error) {
     // ServerConnection.NetworkError: the request never got an answer.
     const reason = error instanceof Error ? error.message : String(error);
@@ -51,6 +61,9 @@ export async function requestAPI<T>(
     const body = parseErrorBody(text);
     const message = body?.message || response.statusText || `HTTP ${response.status}`;
     throw new ApiError('http', endpoint, message, response.status, body?.code ?? null);
+  }
+  if (response.status === 204) {
+    return undefined as T; // an action with nothing to say
   }
   try {
     return JSON.parse(text) as T;
@@ -65,7 +78,7 @@ export async function requestAPI<T>(
 }
 
 /** The API's `{code, message}` error body, or null when the body is something else. */
-export function parseErrorBody(text: string): IErrorBody | null {
+function parseErrorBody(text: string): IErrorBody | null {
   try {
     const body = JSON.parse(text);
     if (body && typeof body.code === 'string' && typeof body.message === 'string') {

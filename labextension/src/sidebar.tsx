@@ -108,8 +108,10 @@ export class GpuSidebar extends ReactWidget {
       focus: this._focus
     };
     const view = this.view;
+    const versionProblem = this._model.versionProblem;
     return (
       <>
+        {versionProblem && <VersionNotice text={versionProblem} />}
         {this._cluster?.offered && <ViewSwitch view={view} onChange={v => (this.view = v)} />}
         {view === 'cluster' ? <ClusterView model={this._cluster!} palette={this._palette} /> : <SidebarView {...ctx} />}
       </>
@@ -154,7 +156,10 @@ export class GpuSidebar extends ReactWidget {
 
   private _onModelChanged(): void {
     // Hidden: nothing to draw (the status bar has its own view); shown again: onAfterShow.
-    if (this.isVisible && this.view === 'local') {
+    // The cluster view shows nothing of the model's but the version notice.
+    const noticeChanged = this._model.versionProblem !== this._versionSeen;
+    this._versionSeen = this._model.versionProblem;
+    if (this.isVisible && (this.view === 'local' || noticeChanged)) {
       this.update();
     }
   }
@@ -193,6 +198,21 @@ export class GpuSidebar extends ReactWidget {
   private _openPath: (path: string) => void;
   private _palette: IPalette = FALLBACK_PALETTE;
   private _themeTimer = 0;
+  private _versionSeen: string | null = null;
   private _view: PanelView = 'local';
+}
+
+/** Above either view: the server runs another gpu-widgets than this page (version.ts). */
+function VersionNotice(props: { text: string }): JSX.Element {
+  return (
+    <div
+      className="jp-GpuWidgets-message jp-mod-warn jp-GpuWidgets-versionNotice"
+      role="alert"
+      aria-label="gpu-widgets versions differ"
+    >
+      <h3 className="jp-GpuWidgets-messageTitle">gpu-widgets versions differ</h3>
+      <div className="jp-GpuWidgets-messageBody">{props.text}</div>
+    </div>
+  );
 }
 

@@ -11,8 +11,15 @@ import { gpuIcon } from './icons';
 import { IGpu } from './gpus';
 import { GpuModel } from './model';
 
-/** The text and tooltip of the item for the model's current state. */
+/** The text and tooltip of the item; the tooltip says first when the server runs another gpu-widgets. */
 export function statusText(model: GpuModel): { text: string; title: string } {
+  const shown = stateText(model);
+  const problem = model.versionProblem;
+  return problem ? { text: shown.text, title: `${problem}\n${shown.title}` } : shown;
+}
+
+/** The text and tooltip for the model's current state. */
+function stateText(model: GpuModel): { text: string; title: string } {
   const state = model.state;
   switch (state.kind) {
     case 'loading':
