@@ -19,8 +19,8 @@ import tempfile
 import time
 
 from gpu_widgets.backends import NoGpuBackend
-from gpu_widgets.widgets import run_state
-from gpu_widgets.widgets.monitor import RUNNING, TrainingMonitor
+from gpu_widgets.monitor import run_state
+from gpu_widgets.monitor.monitor import RUNNING, TrainingMonitor
 from gpu_widgets.sampling.sampler import Sampler
 
 

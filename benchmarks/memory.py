@@ -45,8 +45,8 @@ def worker(kind: str) -> None:
         sampler._read_slow()
         state.update(sampler=sampler, clock=clock, t=0)
         if kind.startswith("monitor"):
-            from gpu_widgets.widgets import run_state
-            from gpu_widgets.widgets.monitor import TrainingMonitor
+            from gpu_widgets.monitor import run_state
+            from gpu_widgets.monitor.monitor import TrainingMonitor
 
             run_state.now = lambda: clock.t
             runs = state["runs"] = tempfile.TemporaryDirectory(prefix="gw-bench-runs-")

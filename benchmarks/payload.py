@@ -73,9 +73,9 @@ class FakeClock:
 
 def worker() -> None:
     _install_recording_comm()
-    from gpu_widgets.widgets import run_state
-    from gpu_widgets.widgets.monitor import TrainingMonitor
-    from gpu_widgets.widgets.monitor_run import MonitorRun
+    from gpu_widgets.monitor import run_state
+    from gpu_widgets.monitor.monitor import TrainingMonitor
+    from gpu_widgets.monitor.monitor_run import MonitorRun
     from gpu_widgets.backends.nvml import NvmlBackend
     from gpu_widgets.sampling.sampler import Sampler
 

@@ -16,7 +16,7 @@ import statistics
 import time
 
 from gpu_widgets.backends import SimulatedBackend
-from gpu_widgets.widgets.monitor import TrainingMonitor
+from gpu_widgets.monitor.monitor import TrainingMonitor
 from gpu_widgets.sampling.sampler import Sampler
 
 

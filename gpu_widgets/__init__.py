@@ -12,7 +12,7 @@ __all__ = ["GpuDashboard", "PickGpusError", "RunFileError", "TrainingMonitor", "
 
 # name -> module that defines it, imported lazily by __getattr__
 _LAZY = {
-    "TrainingMonitor": "gpu_widgets.widgets.monitor",
+    "TrainingMonitor": "gpu_widgets.monitor.monitor",
     "GpuDashboard": "gpu_widgets.widgets.dashboard",
     "RunFileError": "gpu_widgets.runs.run_files",  # what load() raises for a damaged file
     "pick_gpus": "gpu_widgets.pick",

@@ -22,7 +22,7 @@ import json
 import nbformat
 import pytest
 
-from gpu_widgets.widgets.monitor_alerts import KIND_COLORS
+from gpu_widgets.monitor.monitor_alerts import KIND_COLORS
 from gpu_widgets.widgets.theme import DARK_VARIANTS
 
 from .browser_fixtures import SCREENSHOTS, browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)

@@ -20,7 +20,7 @@ TOP = "gpu_widgets"
 
 MAX_MODULE_LINES = 400
 MAX_MONITOR_LINES = 350  # TrainingMonitor's own module: a thin facade over its parts
-MONITOR_MODULE = "gpu_widgets/widgets/monitor.py"
+MONITOR_MODULE = "gpu_widgets/monitor/monitor.py"
 MAX_SOURCE_LINES = 400
 GENERATED_BANNER = ("generated", "do not edit")
 NVML_ROOM = "gpu_widgets.backends.nvml"
@@ -30,7 +30,7 @@ BACKENDS = "gpu_widgets.backends"
 # -- the import graph, from the source (nothing is imported) --------------------------------------
 @dataclass(frozen=True)
 class Import:
-    module: str  # the importing module, e.g. gpu_widgets.widgets.monitor
+    module: str  # the importing module, e.g. gpu_widgets.monitor.monitor
     line: int
     target: str  # the module it reaches: a submodule when the name is one, else the package itself
     text: str  # how it reads in the source, for messages

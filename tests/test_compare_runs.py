@@ -18,8 +18,8 @@ import pytest
 from gpu_widgets import RunFileError, TrainingMonitor
 from gpu_widgets.backends import SimulatedBackend
 from gpu_widgets.sampling.sampler import Sampler
-from gpu_widgets.widgets import run_state
-from gpu_widgets.widgets.compare import RunComparison
+from gpu_widgets.monitor import run_state
+from gpu_widgets.monitor.compare import RunComparison
 
 from .widget_helpers import GIB, FixedBackend, marks, run_dir  # noqa: F401
 

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from gpu_widgets import TrainingMonitor
-from gpu_widgets.widgets import data_wait
-from gpu_widgets.widgets.data_wait import StepTimes, diagnose
+from gpu_widgets.monitor import data_wait
+from gpu_widgets.monitor.data_wait import StepTimes, diagnose
 
 from .widget_helpers import fixed_sampler, marks, no_gpu_sampler, run_dir, simulated_sampler  # noqa: F401
 
@@ -199,7 +199,7 @@ def test_a_pytorch_without_cuda_on_a_machine_with_nvidia_gpus_is_a_loud_warning_
 
 
 def test_the_wheel_index_follows_the_drivers_cuda():
-    from gpu_widgets.widgets.advice import wheel_index
+    from gpu_widgets.monitor.advice import wheel_index
 
     assert [wheel_index(v) for v in ("13.0", "12.6", "12.4", "12.2", "11.8", None)] == \
         ["cu128", "cu126", "cu124", "cu121", "cu118", "cu126"]

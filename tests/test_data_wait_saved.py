@@ -20,8 +20,8 @@ import pytest
 
 from gpu_widgets import TrainingMonitor
 from gpu_widgets.runs.run_log import DATA_WAIT
-from gpu_widgets.widgets import data_wait
-from gpu_widgets.widgets.static_image import draw_figure
+from gpu_widgets.monitor import data_wait
+from gpu_widgets.monitor.static_image import draw_figure
 
 from .widget_helpers import marks, no_gpu_sampler, run_dir, wait_until  # noqa: F401  (run_dir: runs under tmp)
 

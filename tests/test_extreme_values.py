@@ -12,7 +12,7 @@ import pytest
 
 from gpu_widgets import GpuDashboard, TrainingMonitor
 from gpu_widgets.widgets.drawable import DRAW_MAX, TITLE_CHARS
-from gpu_widgets.widgets.static_image import draw_figure
+from gpu_widgets.monitor.static_image import draw_figure
 from gpu_widgets.widgets.ticks import nice_ticks
 
 from .widget_helpers import fixed_sampler, run_dir, simulated_sampler  # noqa: F401

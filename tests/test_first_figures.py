@@ -20,7 +20,7 @@ from gpu_widgets.metrics.fields import GPM_FIELDS
 from gpu_widgets.runs.gpu_trace import GpuTrace
 from gpu_widgets.sampling import sampler as sampler_module
 from gpu_widgets.sampling.sampler import Sampler
-from gpu_widgets.widgets.advice import cpu_advice, cpu_build_advice, gpu_list
+from gpu_widgets.monitor.advice import cpu_advice, cpu_build_advice, gpu_list
 
 from .test_gpm import BUSY_GPU, reset_calls
 from .widget_helpers import FixedBackend, shared_simulated, simulated_sampler  # noqa: F401

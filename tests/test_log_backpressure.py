@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from gpu_widgets import TrainingMonitor
-from gpu_widgets.widgets import run_recording as monitor_module
+from gpu_widgets.monitor import run_recording as monitor_module
 from gpu_widgets.runs.run_log import RunLog
 
 from .widget_helpers import run_dir, simulated_sampler  # noqa: F401

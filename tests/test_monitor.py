@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from gpu_widgets import TrainingMonitor
-from gpu_widgets.widgets import advice
+from gpu_widgets.monitor import advice
 from gpu_widgets.store.decimator import Decimator
 
 from .widget_helpers import (  # noqa: F401
@@ -643,7 +643,7 @@ def test_package_import_stays_light_and_widgets_load_on_use():
     import subprocess
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert out == ["[]", "gpu_widgets.widgets.monitor gpu_widgets.widgets.dashboard", "True"]
+    assert out == ["[]", "gpu_widgets.monitor.monitor gpu_widgets.widgets.dashboard", "True"]
     with pytest.raises(AttributeError, match="has no attribute 'Monitor'"):
         import gpu_widgets
 

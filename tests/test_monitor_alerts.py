@@ -16,8 +16,8 @@ import pytest
 from gpu_widgets import TrainingMonitor
 from gpu_widgets.backends import SimulatedBackend, parse_faults
 from gpu_widgets.sampling.sampler import Sampler
-from gpu_widgets.widgets import monitor_run
-from gpu_widgets.widgets.monitor_alerts import MAX_MARKS, MonitorAlerts
+from gpu_widgets.monitor import monitor_run
+from gpu_widgets.monitor.monitor_alerts import MAX_MARKS, MonitorAlerts
 
 from .widget_helpers import GIB, run_dir, wait_until  # noqa: F401
 
@@ -183,7 +183,7 @@ def test_episodes_are_saved_and_come_back_with_load_follow_and_the_png(run_dir, 
     draw = monitor_run.render_png
 
     def render_png(*args, **kw):
-        from gpu_widgets.widgets import static_image
+        from gpu_widgets.monitor import static_image
 
         fig = static_image.draw_figure(*args, **kw)
         labels.extend(t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())
@@ -255,7 +255,7 @@ def test_only_the_gpus_shown_are_watched_and_the_marks_are_bounded():
 
 
 def test_each_alert_is_a_bar_on_the_chart_of_its_metric_only_and_never_in_the_legend(run_dir):
-    from gpu_widgets.widgets.monitor_alerts import BAR, KIND_COLORS
+    from gpu_widgets.monitor.monitor_alerts import BAR, KIND_COLORS
     from gpu_widgets.widgets.theme import DARK_VARIANTS, css
 
     mon, _, _ = faulty_run(run_dir, faults="throttle:1@5-45:sw_power_cap", seconds=45, backend_class=HeavyBackend)

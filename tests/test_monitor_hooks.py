@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gpu_widgets import TrainingMonitor
-from gpu_widgets.widgets.run_state import State
+from gpu_widgets.monitor.run_state import State
 
 from .widget_helpers import monitor_threads, run_dir, simulated_sampler  # noqa: F401
 

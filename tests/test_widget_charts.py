@@ -14,7 +14,7 @@ from gpu_widgets import GpuDashboard, TrainingMonitor
 from gpu_widgets.magic.magics import CellDashboard
 from gpu_widgets.metrics.catalogue import DASHBOARD, MONITOR, shown_in
 from gpu_widgets.widgets import theme
-from gpu_widgets.widgets.monitor_charts import CHART_NAMES
+from gpu_widgets.monitor.monitor_charts import CHART_NAMES
 from gpu_widgets.widgets.view import ChartsView
 
 from .widget_helpers import fixed_sampler, run_dir, simulated_sampler  # noqa: F401

@@ -18,9 +18,10 @@ from gpu_widgets.metrics.throttle import mask_from_names
 from gpu_widgets.runs.gpu_trace import GpuTrace
 from gpu_widgets.widgets import gpu_summary
 from gpu_widgets.widgets.gpu_summary import SUMMARY_FROM, aggregate, merged, region, summarised, why
-from gpu_widgets.widgets.header import MonitorText, render_dashboard, render_monitor
+from gpu_widgets.monitor.monitor_text import MonitorText, render_monitor
+from gpu_widgets.widgets.header import render_dashboard
 from gpu_widgets.widgets.header_css import HEADER_CSS
-from gpu_widgets.widgets.monitor_charts import SUMMARY_THROTTLED, MonitorCharts, gpu_charts
+from gpu_widgets.monitor.monitor_charts import SUMMARY_THROTTLED, MonitorCharts, gpu_charts
 from gpu_widgets.widgets.torch_probe import TorchDevice, TorchState
 from gpu_widgets.widgets.view import ChartsView
 
@@ -339,7 +340,7 @@ def test_more_than_two_gpus_drawn_each_get_a_row_each_not_a_card():
 
 
 def test_the_static_picture_draws_the_summary_as_the_widget_does():
-    from gpu_widgets.widgets.static_image import draw_figure
+    from gpu_widgets.monitor.static_image import draw_figure
 
     def legend_words(mon: TrainingMonitor) -> list[str]:
         r = mon._r

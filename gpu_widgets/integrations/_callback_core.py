@@ -22,10 +22,10 @@ from time import perf_counter
 from collections.abc import Mapping
 from typing import Any
 
-from ..widgets.batches import batch_size_of
+from ..monitor.batches import batch_size_of
 from ..widgets.cell_hooks import in_kernel
-from ..widgets.monitor import TrainingMonitor
-from ..widgets.run_state import now as wall_now
+from ..monitor.monitor import TrainingMonitor
+from ..monitor.run_state import now as wall_now
 
 _active: "weakref.WeakSet[MonitorFeed]" = weakref.WeakSet()  # feeds between begin() and end()
 

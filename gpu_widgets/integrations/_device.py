@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..widgets.monitor import TrainingMonitor
+from ..monitor.monitor import TrainingMonitor
 
 
 def note_device(monitor: TrainingMonitor, kind: str | None) -> None:

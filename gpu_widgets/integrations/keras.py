@@ -28,8 +28,8 @@ try:
 except ImportError:
     raise ImportError("gpu_widgets.integrations.keras needs Keras 3: pip install 'gpu-widgets[keras]'") from None
 
-from ..widgets.batches import batch_size_of
-from ..widgets.monitor import TrainingMonitor
+from ..monitor.batches import batch_size_of
+from ..monitor.monitor import TrainingMonitor
 from ._callback_core import MonitorFeed, numbers
 from ._device import keras_model_device, note_device
 

@@ -34,7 +34,7 @@ except ImportError:  # the older package name, same API in 2.x
         raise ImportError("gpu_widgets.integrations.lightning needs Lightning 2.x: "
                           "pip install 'gpu-widgets[lightning]'") from None
 
-from ..widgets.monitor import TrainingMonitor
+from ..monitor.monitor import TrainingMonitor
 from ._callback_core import MonitorFeed, number, numbers
 
 _OWNER = "GpuWidgetsCallback (Lightning)"

@@ -29,8 +29,8 @@ except ImportError:
     raise ImportError("gpu_widgets.integrations.transformers needs Hugging Face transformers: "
                       "pip install 'gpu-widgets[transformers]'") from None
 
-from ..widgets.batches import batch_size_of
-from ..widgets.monitor import TrainingMonitor
+from ..monitor.batches import batch_size_of
+from ..monitor.monitor import TrainingMonitor
 from ._callback_core import MonitorFeed, numbers
 from ._device import note_device, torch_model_device
 

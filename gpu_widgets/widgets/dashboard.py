@@ -30,7 +30,7 @@ from .dashboard_regions import Regions
 from .final_output import static_bundle
 from .header import render_dashboard
 from .process_gpus import check_choice, watched
-from .static_image import CachedPng
+from .png_cards import CachedPng
 from .torch_probe import probe
 from .view import ChartsView, LineData, color
 from .view_png import render_view_png

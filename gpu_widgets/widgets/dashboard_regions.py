@@ -14,8 +14,7 @@ import numpy as np
 from ..metrics.catalogue import Metric
 from ..metrics.fields import GPM_FIELDS
 from ..metrics.throttle import SLOWDOWN_MASK
-from .gpu_summary import merged, region
-from .monitor_charts import LOST_COLOR, SUMMARY_THROTTLED, THROTTLE_COLOR
+from .gpu_summary import LOST_COLOR, SUMMARY_THROTTLED, THROTTLE_COLOR, merged, region
 from .view import LineData
 
 BUSY = "utilization"  # the metric id whose chart carries the throttle region

@@ -27,6 +27,10 @@ from .process_gpus import AUTO, Choice, watched
 from .torch_probe import TorchState
 
 SUMMARY_FROM = 3  # GPUs: fewer are drawn one line each
+# The shaded episodes of every widget (the monitor, the dashboard), as the sidebar draws them.
+THROTTLE_COLOR = "#ef6c00"  # the sidebar's throttle bands
+LOST_COLOR = "#757575"
+SUMMARY_THROTTLED = "throttled (any GPU)"
 
 
 def summarised(choice: Choice, snap: Mapping[str, Any] | None, torch: TorchState | None) -> bool:

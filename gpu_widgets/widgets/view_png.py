@@ -17,7 +17,7 @@ import numpy as np
 from .chart_card import REGIONS, Chart
 from .drawable import LEGEND_CHARS, short_title
 from .legend import value_text
-from .static_image import MUTED, STYLES, card_head
+from .png_cards import MUTED, STYLES, card_head
 
 AREA_ALPHA = {"region": 0.2, "lost": 0.28, "range": 0.18}
 MAX_CHARTS = 64  # a view never has more; bounds the figure's size whatever happens

@@ -20,10 +20,10 @@ import numpy as np
 from ..metrics.catalogue import Metric
 from ..store.decimator import Decimator
 from .compare_runs import ComparedRun
-from .drawable import narrow
-from .gpu_summary import aggregate
+from ..widgets.drawable import narrow
+from ..widgets.gpu_summary import aggregate
 from .monitor_charts import METRIC_WEIGHT, MIN_LINE_POINTS, chart_top, gpu_charts, has_curve
-from .view import LineData
+from ..widgets.view import LineData
 
 X_LABELS = {"step": "step", "time": "seconds since start"}
 

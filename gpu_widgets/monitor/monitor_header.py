@@ -13,7 +13,7 @@ from ..runs.records import Records
 from .advice import advice_for_run, torch_without_cuda
 from .batches import SampleCounter
 from .data_wait import diagnose, recent_busy
-from .header import MonitorText, render_monitor
+from .monitor_text import MonitorText, render_monitor
 from .monitor_charts import MonitorCharts
 from .run_energy import run_energy
 from .run_gpus import RunGpus

@@ -25,11 +25,11 @@ from typing import Any
 from ..runs.gpu_trace import MAX_GAP_S, GpuTrace
 from ..runs.records import Records
 from ..runs.saved_run import read_run
-from .drawable import short_title
+from ..widgets.drawable import short_title
 from .monitor_header import steps_done
 from .run_energy import NO_GPU
 from .run_state import State
-from .view import color
+from ..widgets.view import color
 
 X_AXES = ("step", "time")
 COUNTER, INTEGRATED = "energy counter", "power integrated"

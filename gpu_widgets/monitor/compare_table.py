@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from . import units
+from ..widgets import units
 from .compare_runs import COUNTER, NO_GPU, ComparedRun
-from .drawable import short_title
+from ..widgets.drawable import short_title
 
 COLUMNS = ("run", "status", "steps", "duration", "steps/s", "samples/s", "energy", "peak memory")
 

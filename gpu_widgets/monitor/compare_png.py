@@ -16,9 +16,9 @@ import numpy as np
 
 from .compare_lines import X_LABELS, CompareChart
 from .compare_table import energy_note, table_cells
-from .drawable import LEGEND_CHARS, clipped, short_title
-from .legend import value_text
-from .view import LineData
+from ..widgets.drawable import LEGEND_CHARS, clipped, short_title
+from ..widgets.legend import value_text
+from ..widgets.view import LineData
 
 MUTED = "#616161"
 PER_ROW = 2

@@ -22,19 +22,21 @@ from ..runs.gpu_trace import GpuTrace
 from ..runs.records import Records
 from ..runs.saved_run import SavedRun
 from ..sampling.sampler import Sampler
-from . import cell_hooks, run_state
+from ..widgets import cell_hooks
+from . import run_state
 from .background import Resources, timer_loop
 from .batches import SampleCounter, batch_size_of, device_of
-from .drawable import short_title
-from .final_output import static_bundle
+from ..widgets.drawable import short_title
+from ..widgets.final_output import static_bundle
 from .monitor_charts import MonitorCharts, PlotSpec, gpu_charts
 from .monitor_header import Progress, header_html, steps_done
-from .process_gpus import Choice
+from ..widgets.process_gpus import Choice
 from .run_gpus import RunGpus
 from .run_recording import RunWriter, all_gpu_rows, run_meta, save_run
 from .run_state import ENDED, RunState, State
-from .static_image import CachedPng, render_png
-from .view import ChartsView
+from ..widgets.png_cards import CachedPng
+from .static_image import render_png
+from ..widgets.view import ChartsView
 
 # Redrawing is the monitor's only work that can wait; keeping it to 0.3 % of one core
 # keeps the whole monitor under 1 % of a training loop (docs/benchmarks.md, section 3).

@@ -20,7 +20,8 @@ from typing import Any
 
 from ..runs.saved_run import SavedRun, read_run
 from ..sampling.sampler import Sampler
-from . import cell_hooks, run_state
+from ..widgets import cell_hooks
+from . import run_state
 from .arguments import MAX_STEP, check_monitor, checked_epoch, checked_epochs, checked_step, number_in, positive_int
 from .batches import checked_samples
 from .compare import CompareRuns
@@ -29,7 +30,7 @@ from .follower import follow as _follow
 from .history_frame import history_frame
 from .monitor_header import Progress
 from .monitor_run import MonitorRun
-from .process_gpus import check_choice
+from ..widgets.process_gpus import check_choice
 from .run_recording import all_gpu_rows, run_root
 from .run_state import State
 
@@ -46,7 +47,7 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
 
     * ``batch_size``: samples per step; adds samples/s and batch-size advice.
     * ``total_steps``: steps the run will take; adds progress and an ETA (settable later).
-    * ``plot``: which keys are charted (see :mod:`gpu_widgets.widgets.charts`).
+    * ``plot``: which keys are charted (see :mod:`gpu_widgets.monitor.charts`).
     * ``x_axis``: ``"time"`` (default: metrics and GPUs on one time axis, seconds since the
       start) or ``"step"`` (metrics against the step).
     * ``gpus``: ``"auto"`` (the GPUs PyTorch uses in this process, else those in

@@ -7,7 +7,7 @@ import weakref
 from typing import Any, Callable
 
 from ..sampling.sampler import Sampler
-from . import leases
+from ..widgets import leases
 from ..runs.run_log import RunLog
 
 

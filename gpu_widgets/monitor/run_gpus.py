@@ -9,12 +9,13 @@ from typing import Any, Callable
 
 from ..runs.gpu_trace import DeviceTrace, GpuTrace
 from ..sampling.sampler import Sampler
-from . import leases, run_state
+from ..widgets import leases
+from . import run_state
 from .background import Resources
-from .gpu_summary import summarised
+from ..widgets.gpu_summary import summarised
 from .monitor_alerts import MonitorAlerts
-from .process_gpus import AUTO, Choice, watched
-from .torch_probe import TorchState, probe, torch_fields
+from ..widgets.process_gpus import AUTO, Choice, watched
+from ..widgets.torch_probe import TorchState, probe, torch_fields
 
 
 class RunGpus:

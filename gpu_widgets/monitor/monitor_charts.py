@@ -20,14 +20,11 @@ from ..runs.records import Records
 from ..store.decimator import Decimator
 from .charts import ChartPlan, PlotSpec
 from .data_wait import CHART as WAIT_CHART, CHART_TITLE as WAIT_TITLE, StepTimes
-from .drawable import narrow
-from .gpu_summary import aggregate, merged, region
-from .view import ChartsView, LineData, color
+from ..widgets.drawable import narrow
+from ..widgets.gpu_summary import LOST_COLOR, SUMMARY_THROTTLED, THROTTLE_COLOR, aggregate, merged, region
+from ..widgets.view import ChartsView, LineData, color
 
-THROTTLE_COLOR = "#ef6c00"  # the sidebar's throttle bands
-LOST_COLOR = "#757575"
 SUMMARY_COLOR = color(0)
-SUMMARY_THROTTLED = "throttled (any GPU)"
 METRIC_WEIGHT = 4  # a metric line gets this many times a GPU line's share of max_points
 MIN_LINE_POINTS = 16  # a line's share never goes below this, however many lines there are
 # Chart names the tests and saved widget states know; a new metric's chart is "gpu_<id>".

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..runs.gpu_trace import DeviceTrace
-from . import units
+from ..widgets import units
 
 NO_GPU = "no GPU used"
 TOO_SHORT = "n/a"

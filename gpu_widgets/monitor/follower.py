@@ -21,7 +21,7 @@ from ..runs.follow import ENDED_WORDS, RunTail, writer_alive
 from ..runs.gpu_trace import GpuTrace
 from ..runs.run_log import GPU
 from ..runs.saved_run import SavedRun
-from . import cell_hooks
+from ..widgets import cell_hooks
 from .arguments import number_in, positive_int
 from .monitor_run import DRAW_CPU_SHARE, MonitorRun
 from .run_recording import MIN_GPU_DROP

@@ -31,7 +31,7 @@ from ..alerts.rules import FALLBACK_SLOWDOWN_C, GpuState, Thresholds, evaluate
 from ..alerts.words import clock
 from ..metrics.throttle import LABELS, mask_from_names, slowdown_names
 from ..runs.gpu_trace import DeviceTrace
-from .view import LineData
+from ..widgets.view import LineData
 
 MAX_KEPT = 500  # episodes a run keeps (the oldest ended ones go first); ``ended`` counts them all
 MAX_MARKS = 100  # episodes drawn on the charts: the latest ones

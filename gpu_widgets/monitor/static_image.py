@@ -15,38 +15,26 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import Any
 
 from .charts import ChartPlan
 from .data_wait import CHART_TITLE as WAIT_TITLE, COLOR as WAIT_COLOR, LINE as WAIT_LINE
-from .gpu_summary import aggregate, merged
+from ..widgets.gpu_summary import aggregate, merged
 from .monitor_alerts import BAR, KIND_COLORS, charts_for
 from .monitor_charts import CHART_NAMES, chart_top, gpu_charts
 from ..store.decimator import Decimator
 from ..runs.gpu_trace import GpuTrace
 from ..runs.records import Records
-from .drawable import LEGEND_CHARS, clipped, short_title
-from .legend import value_text
-from .view import color
+from ..widgets.drawable import LEGEND_CHARS, clipped, short_title
+from ..widgets.legend import value_text
+from ..widgets.png_cards import STYLES, card_head
+from ..widgets.view import color
 
-STYLES = {"solid": "-", "dashed": "--", "dotted": ":"}  # the widget's line styles in matplotlib's words
 REGION_COLOR = "#ef6c00"  # throttle episodes, as the sidebar's bands
-MUTED = "#616161"
 
 
 def _last(ys: Sequence[float]) -> float | None:
     return next((float(v) for v in reversed(ys) if v == v), None)
-
-
-def card_head(ax: Any, title: str) -> None:
-    """The widget's card head: the title, small and muted, over a legend row with the latest
-    values, both above the plot (never a legend box over the data)."""
-    labels = ax.get_legend_handles_labels()[1]
-    per_row = 4 if max(map(len, labels), default=0) <= 14 else 3  # keep the row within the plot's width
-    leg = ax.legend(title=short_title(title, LEGEND_CHARS).upper(), loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=max(1, min(len(labels), per_row)),
-                    frameon=False, fontsize=7, title_fontsize=7, alignment="left", borderaxespad=0.2,
-                    handlelength=1.4, columnspacing=1.0)
-    leg.get_title().set_color(MUTED)
 
 
 def _summary(ax: Any, panel: Any, devices: Sequence[Any], max_points: int) -> float:
@@ -178,27 +166,3 @@ def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, d
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
-
-
-class CachedPng:
-    """The run's picture, drawn once per state of the run (key) and kept: a notebook asks for
-    the output's representation more than once."""
-
-    def __init__(self) -> None:
-        self.key: Any = None
-        self.png: bytes | None = None
-
-    def get(self, key: Any, draw: Callable[[], bytes] | None, problem: Callable[[str], None]) -> bytes | None:
-        """The PNG for ``key``; ``draw`` None: nothing to draw. None without matplotlib."""
-        if key == self.key:
-            return self.png
-        png = None
-        if draw is not None:
-            try:
-                png = draw()
-            except ImportError:
-                png = None  # no matplotlib: the text/plain line is the fallback
-            except Exception as exc:
-                problem(f"drawing the static image: {type(exc).__name__}: {exc}")
-        self.key, self.png = key, png
-        return png

@@ -14,13 +14,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import cell_hooks
+from ..widgets import cell_hooks
 from .compare_lines import X_LABELS, CompareChart, charts_for, compare_lines
 from .compare_png import draw_comparison, render_comparison
 from .compare_runs import ComparedRun, build_traces, check_keys, check_x_axis, gather, summary_row
 from .compare_table import header_html
-from .static_image import CachedPng
-from .view import ChartsView, LineData
+from ..widgets.png_cards import CachedPng
+from ..widgets.view import ChartsView, LineData
 
 
 class RunComparison:

@@ -7,7 +7,7 @@ import time
 from enum import Enum
 from typing import Any, Callable
 
-log = logging.getLogger("gpu_widgets.widgets.monitor")
+log = logging.getLogger("gpu_widgets.monitor")
 
 # The run's clock, read through this module by every part of the monitor so that a benchmark
 # can replace it with a simulated one in one place.

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..runs.gpu_trace import DeviceTrace
-from .units import gib
+from ..widgets.units import gib
 
 MIN_SAMPLES = 10
 NEAR_OOM = 0.95
