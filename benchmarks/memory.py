@@ -71,7 +71,7 @@ def worker(kind: str) -> None:
                         mon.log(i, loss=1.0 / (1 + i), accuracy=0.5, lr=3e-4)
                     state["step"] = step + STEPS_PER_SECOND
                 if t % 600 == 0:
-                    mon._r.tick()
+                    mon.parts.tick()
             elif t % 10 == 0:
                 sampler._read_slow()
             sampler.tick()
@@ -81,8 +81,8 @@ def worker(kind: str) -> None:
                "history_bytes_held": sampler.history.bytes_held}
         if mon is not None:
             mon.refresh()
-            out.update(steps=state["step"], gpu_samples=len(mon._trace), gpu_samples_kept=mon._trace.kept,
-                       points_in_marks=sum(len(m.x) for c in mon._view.charts.values() for m in c.lines.values()))
+            out.update(steps=state["step"], gpu_samples=len(mon.parts.trace), gpu_samples_kept=mon.parts.trace.kept,
+                       points_in_marks=sum(len(m.x) for c in mon.parts.view.charts.values() for m in c.lines.values()))
         return out
 
     serve({"setup": setup, "advance": advance})

@@ -126,15 +126,15 @@ def worker() -> None:
                 clock.t += 1.0
                 sampler.tick()
                 if i % (STEPS_PER_SECOND * 600) == 0:
-                    mon._r.tick()  # the timer's work; the inbox holds an hour, so drain every 10 min
+                    mon.parts.tick()  # the timer's work; the inbox holds an hour, so drain every 10 min
         state["logged"] = steps
         before = len(REC.redraws)
         # A full redraw (every line re-sent, GPU lines included), the largest a redraw can be; the
         # timer's redraws send only the lines that changed, so they are this size or smaller.
-        mon._r.charts.drawn_shares = None
+        mon.parts.charts.drawn_shares = None
         mon.refresh()
         last = REC.redraws[-1] if len(REC.redraws) > before else None
-        marks = [m for c in mon._view.charts.values() for m in c.lines.values()]
+        marks = [m for c in mon.parts.view.charts.values() for m in c.lines.values()]
         points = sum(len(m.x) for m in marks)
         # What a redraw that re-sent every line would carry in binary: the bound on any redraw.
         # (A real redraw sends only the arrays that changed, so measured redraws vary below it.)
@@ -147,7 +147,7 @@ def worker() -> None:
             "redraws_so_far": len(REC.redraws),
             "points_in_marks": points,
             "bytes_held_by_marks": held,
-            "lines": sum(len(c.lines) for c in mon._view.charts.values()),
+            "lines": sum(len(c.lines) for c in mon.parts.view.charts.values()),
         }
 
     serve({"start": start, "log_to": log_to})

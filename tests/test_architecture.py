@@ -1,5 +1,6 @@
-"""The package's shape, checked: module sizes, who may import pynvml and the backends, no imports of a
-package above, no cycles between siblings, and the old import paths. See docs/architecture.md.
+"""The package's shape, checked: module sizes, which room may import which (the Rooms table of
+docs/architecture.md, read as data) and the finer rules beside it, who may import pynvml, no imports
+of a package above, no cycles between siblings, and the old import paths.
 
 Every check names its offenders (file, line, what it imports) so a failure says what to move.
 """
@@ -9,10 +10,13 @@ import ast
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from .architecture_graph import Import, scan
+from .architecture_rooms import (FINER_RULES, FinerRule, missing_paths, read_rooms, room_problems,
+                                 unused_arrows)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "gpu_widgets"
@@ -25,83 +29,16 @@ MAX_SOURCE_LINES = 400
 GENERATED_BANNER = ("generated", "do not edit")
 NVML_ROOM = "gpu_widgets.backends.nvml"
 BACKENDS = "gpu_widgets.backends"
+DOC = "docs/architecture.md"  # its Rooms table says which room may import which
+DOC_TEXT = (ROOT / DOC).read_text()
 
 
-# -- the import graph, from the source (nothing is imported) --------------------------------------
-@dataclass(frozen=True)
-class Import:
-    module: str  # the importing module, e.g. gpu_widgets.monitor.monitor
-    line: int
-    target: str  # the module it reaches: a submodule when the name is one, else the package itself
-    text: str  # how it reads in the source, for messages
-    type_only: bool  # under ``if TYPE_CHECKING:``: never runs
-
-    def where(self) -> str:
-        return f"{_path_of(self.module)}:{self.line} ({self.text})"
-
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-PACKAGES = {name for name, path in MODULES.items() if path.name == "__init__.py"}
-
-
-def _path_of(module: str) -> str:
-    return str(MODULES[module].relative_to(ROOT))
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _import_nodes(tree: ast.AST, type_only: bool = False):
-    """Every import statement, inside functions and classes too, with whether it only runs for type checkers."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            yield node, type_only
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.body:
-                yield from _import_nodes(ast.Module(body=[child], type_ignores=[]), True)
-            for child in node.orelse:
-                yield from _import_nodes(ast.Module(body=[child], type_ignores=[]), type_only)
-        else:
-            yield from _import_nodes(node, type_only)
-
-
-def _resolve(module: str, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    # A package's __init__ is its own package; a plain module's package is its parent.
-    package = module if module in PACKAGES else module.rpartition(".")[0]
-    parts = package.split(".")
-    if node.level - 1 >= len(parts):
-        raise AssertionError(f"{_path_of(module)}:{node.lineno}: relative import goes above {TOP}")
-    base = ".".join(parts[: len(parts) - (node.level - 1)])
-    return f"{base}.{node.module}" if node.module else base
-
-
-def imports_of(module: str) -> list[Import]:
-    source = MODULES[module].read_text()
-    found = []
-    for node, type_only in _import_nodes(ast.parse(source)):
-        text = ast.get_source_segment(source, node) or ""
-        if isinstance(node, ast.Import):
-            found += [Import(module, node.lineno, alias.name, text, type_only) for alias in node.names]
-            continue
-        base = _resolve(module, node)
-        for alias in node.names:
-            sub = f"{base}.{alias.name}"
-            found.append(Import(module, node.lineno, sub if sub in MODULES else base, text, type_only))
-    return found
-
-
-IMPORTS: list[Import] = [imp for module in MODULES for imp in imports_of(module)]
+# -- the import graph, from the source (nothing is imported; see architecture_graph.py) ----------
+GRAPH = scan(ROOT, TOP)
+MODULES: dict[str, Path] = GRAPH.modules
+PACKAGES = GRAPH.packages
+IMPORTS: list[Import] = GRAPH.imports
+_path_of = GRAPH.path_of
 
 
 def _under(name: str, package: str) -> bool:
@@ -211,13 +148,14 @@ def test_pynvml_is_imported_only_by_the_nvml_backend():
     assert inside, "no module imports pynvml at all: has the NVML backend moved? update NVML_ROOM"
 
 
-def test_widgets_magic_and_server_handlers_never_import_the_backends():
-    def front(module: str) -> bool:
-        return (_under(module, "gpu_widgets.widgets") or _under(module, "gpu_widgets.magic")
-                or module == "gpu_widgets.server.handlers")
-
+def test_widgets_monitor_and_magic_never_import_the_backends():
+    # The table says so too ("never backends/"); this names it, so that a row edited to allow it fails here.
+    rooms = read_rooms(DOC_TEXT, DOC)
+    for name in ("widgets/", "monitor/", "magic/", "integrations/"):
+        assert "backends/" not in rooms[name].allowed, f"{name} must reach the GPUs through sampling/"
     assert "gpu_widgets.server.handlers" in MODULES
-    bad = [imp.where() for imp in IMPORTS if front(imp.module) and _under(imp.target, BACKENDS)]
+    bad = [imp.where() for imp in IMPORTS if _under(imp.target, BACKENDS) and any(
+        _under(imp.module, f"{TOP}.{room}") for room in ("widgets", "monitor", "magic", "integrations"))]
     assert bad == [], f"these import {BACKENDS} directly (go through gpu_widgets.sampling instead): {bad}"
 
 
@@ -243,6 +181,138 @@ def test_no_import_cycle_among_the_children_of(package):
     edges = sibling_graph(package)
     steps = [f"{a} -> {b}: {edges[a][b].where()}" for a, b in zip(cycle, cycle[1:])]
     pytest.fail(f"import cycle among the children of {package}: {' -> '.join(cycle)}\n  " + "\n  ".join(steps))
+
+
+# -- the rooms: docs/architecture.md's table is the rule (architecture_rooms.py reads it) ----------
+def _listed(problems: list[str]) -> str:
+    return "\n  " + "\n  ".join(problems)
+
+
+def test_every_import_between_rooms_is_one_the_rooms_table_allows():
+    problems = room_problems(GRAPH, read_rooms(DOC_TEXT, DOC), DOC)
+    assert problems == [], "the code and the rooms table of docs/architecture.md disagree:" + _listed(problems)
+
+
+def test_every_arrow_of_the_rooms_table_is_one_some_import_takes():
+    unused = unused_arrows(GRAPH, read_rooms(DOC_TEXT, DOC), DOC)
+    assert unused == [], "the rooms table allows more than the code does:" + _listed(unused)
+
+
+def test_the_rooms_table_has_no_cycle():
+    rooms = read_rooms(DOC_TEXT, DOC)
+    edges = {room.name: {other: Import(DOC, room.line, other, f"{room.name} may import {other}", False, DOC)
+                         for other in room.allowed} for room in rooms.values()}
+    cycle = find_cycle(edges)
+    assert cycle is None, f"the rooms table has a cycle: {' -> '.join(cycle or [])}"
+
+
+def test_the_two_wings_stay_apart():
+    # The target of issue 24, which the table alone could lose by one edited row.
+    rooms = read_rooms(DOC_TEXT, DOC)
+    importers = {other: sorted(r.name for r in rooms.values() if other in r.allowed) for other in rooms}
+    assert "monitor/" in rooms["widgets/"].never and "monitor/" not in rooms["widgets/"].allowed
+    assert importers["server/"] == ["__init__.py"], "only the package's entry point loads the web layer"
+    assert "server/" not in rooms["cli/"].allowed and "server/" not in rooms["service/"].allowed
+    assert importers["monitor/"] == ["__init__.py", "integrations/"]
+
+
+def test_the_files_the_architecture_names_exist():
+    missing = missing_paths(DOC_TEXT, DOC, ROOT, GRAPH, read_rooms(DOC_TEXT, DOC))
+    assert missing == [], "docs/architecture.md names files that are not there:" + _listed(missing)
+
+
+@pytest.mark.parametrize("rule", FINER_RULES, ids=lambda rule: rule.name)
+def test_finer_rule(rule: FinerRule):
+    assert rule.name in DOC_TEXT, f"say the rule {rule.name!r} in docs/architecture.md (Finer rules)"
+    bad = [f"{imp.where()} imports {imp.target}" for imp in rule.broken_by(IMPORTS)]
+    assert bad == [], f"{rule.name}: {rule.says}:" + _listed(bad)
+
+
+# -- the rooms check itself, on a made-up package (a check that passes must be one that can fail) --
+MADE_UP_DOC = """# Made up
+
+## Rooms
+
+| Room | What it holds | Imports |
+| --- | --- | --- |
+| `__init__.py` | the face, loading its view on first use | `high/` (by name) |
+| `low/` | the base | nothing |
+| `high/` | what is built on it | `low/`; **never `tool.py`** |
+| `tool.py` | a script | `low/` |
+{extra_row}
+## Next
+
+| Room | What it holds | Imports |
+| --- | --- | --- |
+| `elsewhere/` | a table of another section: not read | nothing |
+"""
+MADE_UP_TREE = {
+    "pkg/__init__.py": '_LAZY = {"View": "pkg.high.view"}\n',
+    "pkg/low/__init__.py": "",
+    "pkg/low/core.py": "X = 1\n",
+    "pkg/high/__init__.py": "",
+    "pkg/high/view.py": "from ..low import core\n",
+    "pkg/tool.py": "import pkg.low.core\n",
+}
+
+
+def _made_up(tmp_path: Path, extra_files: dict[str, str], extra_row: str = ""):
+    for name, text in {**MADE_UP_TREE, **extra_files}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = scan(tmp_path, "pkg")
+    rooms = read_rooms(MADE_UP_DOC.format(extra_row=extra_row), "made.md")
+    return room_problems(graph, rooms, "made.md"), unused_arrows(graph, rooms, "made.md")
+
+
+def test_the_rooms_check_passes_a_tree_that_keeps_its_table(tmp_path):
+    assert _made_up(tmp_path, {}) == ([], [])
+
+
+def test_the_rooms_check_names_file_line_and_target_of_a_forbidden_import(tmp_path):
+    problems, _ = _made_up(tmp_path, {
+        "pkg/tool.py": "import pkg.low.core\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                       "    from .high.view import View\n",
+        "pkg/high/view.py": "from ..low import core\nimport pkg.tool\n",
+        "pkg/low/core.py": "def later():\n    from ..high import view\n",
+    })
+    assert problems == [
+        "pkg/high/view.py:2 imports pkg.tool: high/ may import low/ (made.md, Rooms)",
+        "pkg/low/core.py:2 imports pkg.high.view: low/ may import nothing (made.md, Rooms)",
+        "pkg/tool.py:4 imports pkg.high.view (type-only): tool.py may import low/ (made.md, Rooms)",
+    ]
+
+
+def test_the_rooms_check_fails_a_room_without_a_row_and_a_row_without_a_room(tmp_path):
+    problems, unused = _made_up(tmp_path, {"pkg/extra/__init__.py": "", "pkg/extra/new.py": "from ..low import core\n"},
+                                extra_row="| `gone/` | moved away | `low/` |\n")
+    assert problems == [
+        "pkg/extra/ has no row in made.md (Rooms): add one saying what it holds and which rooms it may import",
+        "made.md:11: the row for gone/ names no room of pkg/",
+    ]
+    assert unused == ["made.md:11: gone/ may import low/, but no module of it does: drop it from the row"]
+
+
+def test_the_rooms_table_is_read_strictly():
+    rows = read_rooms(MADE_UP_DOC.format(extra_row=""), "made.md")
+    assert rows["high/"].allowed == {"low/"} and rows["high/"].never == {"tool.py"} and rows["low/"].allowed == set()
+    assert "elsewhere/" not in rows
+    for row, complaint in [("| `odd/` | x | whatever |", "lists no room in backticks"),
+                           ("| `odd/` | x | `handlers` |", "only room names go in backticks"),
+                           ("| odd | x | nothing |", "the Room cell must be one name"),
+                           ("| `low/` | again | nothing |", "a second row for low/")]:
+        with pytest.raises(ValueError, match=complaint) as raised:
+            read_rooms(MADE_UP_DOC.format(extra_row=row + "\n"), "made.md")
+        assert "made.md:11:" in str(raised.value)
+
+
+def test_a_finer_rule_names_what_breaks_it():
+    rule = next(rule for rule in FINER_RULES if rule.name == "server-through-service")
+    handler = Import("gpu_widgets.server.handlers", 7, "gpu_widgets.backends.base", "from ..backends import base",
+                     True, "gpu_widgets/server/handlers.py")
+    app = Import("gpu_widgets.server.app", 10, "gpu_widgets.backends", "from ..backends import CHOICES",
+                 False, "gpu_widgets/server/app.py")
+    assert rule.broken_by([handler, app]) == [handler]
 
 
 # -- old import paths, and a cheap ``import gpu_widgets`` -----------------------------------------

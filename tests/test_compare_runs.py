@@ -67,7 +67,7 @@ def record(clock: FakeClock, title: str, steps: int, *, backend=None, run_log=Fa
         clock.t = start + i / PER_S
         if i % PER_S == 0:
             sampler.tick()
-            mon._r.tick()  # the monitor's thread: folds the sample in, writes the run log
+            mon.parts.tick()  # the monitor's thread: folds the sample in, writes the run log
         mon.log(loss=rate / (i + 1), acc=i / steps)
     clock.t = start + steps / PER_S
     if finish:

@@ -30,7 +30,7 @@ def header(mon: TrainingMonitor) -> str:
 
 
 def wait_chart(mon: TrainingMonitor):
-    return marks(mon._view.charts, data_wait.CHART)[data_wait.LINE]
+    return marks(mon.parts.view.charts, data_wait.CHART)[data_wait.LINE]
 
 
 # -- the measure and the words, without a clock -----------------------------------------------------
@@ -109,7 +109,7 @@ def test_a_loader_sleeping_50ms_before_10ms_of_compute_is_input_bound_within_10_
     assert "Input-bound: the loop spent" in text and "num_workers" in text
     line = wait_chart(mon)
     assert len(line.y) >= 1 and all(abs(y - 100 * truth) <= 15 for y in line.y)
-    assert 0 <= min(line.x) and max(line.x) <= mon._r.run.elapsed() + 0.5  # seconds since the start
+    assert 0 <= min(line.x) and max(line.x) <= mon.parts.run.elapsed() + 0.5  # seconds since the start
     mon.finish()
 
 
@@ -132,7 +132,7 @@ def test_a_first_batch_of_each_epoch_is_not_counted_and_a_user_loop_is_not_timed
     mon.finish()
     mon = make()
     list(mon.track([[1]] * 5, epochs=2))
-    assert mon._r.charts.waits.counted == 8  # 2 x (5 - 1)
+    assert mon.parts.charts.waits.counted == 8  # 2 x (5 - 1)
     mon.finish()
 
 
@@ -243,7 +243,7 @@ def assert_input_bound(mon: TrainingMonitor, least: float = 0.6) -> None:
     share = mon.data_wait_share
     assert share is not None and share >= least, share  # ~0.9: 40 ms of data for a step of a few ms
     assert "Input-bound" in header(mon)
-    assert mon._r.charts.waits.counted >= data_wait.MIN_STEPS
+    assert mon.parts.charts.waits.counted >= data_wait.MIN_STEPS
 
 
 def test_lightning_measures_the_data_wait():
@@ -318,7 +318,7 @@ def test_the_two_data_wait_figures_say_which_window_each_covers_with_the_same_sp
     share = mon.data_wait_share
     assert share == pytest.approx((40 * 0.001 + 10 * 0.03) / (50 * 0.05))
     assert f"data wait {100 * share:.0f} % last 50 steps" in header(mon)
-    legend = re.sub(r"<[^>]+>", "", mon._view.charts[data_wait.CHART].head.value)
+    legend = re.sub(r"<[^>]+>", "", mon.parts.view.charts[data_wait.CHART].head.value)
     now = float(wait_chart(mon).y[-1])
     assert f"now {now:.0f} %" in legend and "data wait (%)" in legend
     assert not re.search(r"\d%", header(mon) + legend)  # "2 %", never "2%"

@@ -33,14 +33,14 @@ def header(mon: TrainingMonitor) -> str:
 
 
 def wait_line(mon: TrainingMonitor):
-    if data_wait.CHART not in mon._view.charts:  # a chart appears with its first line
+    if data_wait.CHART not in mon.parts.view.charts:  # a chart appears with its first line
         return None
-    return marks(mon._view.charts, data_wait.CHART).get(data_wait.LINE)
+    return marks(mon.parts.view.charts, data_wait.CHART).get(data_wait.LINE)
 
 
 def chart_titles(mon: TrainingMonitor) -> list[str]:
     """The static picture's chart titles (each chart's title heads its legend), drawn as render_png draws."""
-    r = mon._r
+    r = mon.parts
     r.records.resolve_deferred()
     origin = (r.run.t0 or 0.0) if r.on_time else None
     fig = draw_figure(mon.title, r.records, r.charts.plan, r.trace, r.gpus.shown(), origin,
@@ -179,13 +179,13 @@ def test_follow_shows_the_data_wait_of_a_run_another_process_writes(tmp_path, ru
         # While the script is still running (it waits for us), its first timed steps show: those of
         # the closed half-second bins (the last bin is written when a later step closes it, or at
         # the end), so 14-24 of its 24 steps, depending on where the bins fall.
-        wait_until(lambda: mon._r.charts.waits.counted >= data_wait.MIN_STEPS and "Input-bound" in header(mon), 30)
+        wait_until(lambda: mon.parts.charts.waits.counted >= data_wait.MIN_STEPS and "Input-bound" in header(mon), 30)
         assert mon.status == "running" and len(wait_line(mon).x) >= 2
         assert f"data wait {100 * mon.data_wait_share:.0f} % last 50 steps" in header(mon)
         go.touch()
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
-        assert mon._r.follower.done.wait(10)
+        assert mon.parts.follower.done.wait(10)
     finally:
         go.touch()
         proc.kill()

@@ -29,9 +29,9 @@ def logged(title: str, values, sampler=None, **kw) -> TrainingMonitor:
     for i, v in enumerate(values):
         if i % 3 == 0:
             sampler.tick()
-            mon._r.tick()
+            mon.parts.tick()
         mon.log(i, loss=v, lr=v)
-    mon._r.shown = True  # displayed: redraws happen
+    mon.parts.shown = True  # displayed: redraws happen
     mon.refresh()
     return mon
 
@@ -59,13 +59,13 @@ def test_finite_extremes_draw_live_and_stay_exact_in_the_run_log(tmp_path):
     mon = logged("extremes", EXTREMES, run_log=tmp_path / "log")
     try:
         assert mon.errors == [], "drawing failed"
-        chart = mon._view.charts["loss"]
+        chart = mon.parts.view.charts["loss"]
         drawable(chart)
-        drawable(mon._view.charts["lr"])
+        drawable(mon.parts.view.charts["lr"])
         y = np.asarray(chart.lines["loss"].y)
         assert y.max() == F32_MAX and y.min() == -F32_MAX, "drawn clipped to float32's range"
         assert "1e+308" in text(chart.head.value), "the legend shows the exact latest value"
-        assert "1e+308" in text(mon._view.header.value)
+        assert "1e+308" in text(mon.parts.view.header.value)
     finally:
         mon.finish()
     assert mon.errors == []
@@ -81,7 +81,7 @@ def test_finite_extremes_draw_in_the_png():
     mon.finish()
     png = mon.to_png()
     assert png.startswith(b"\x89PNG") and mon.errors == []
-    r = mon._r
+    r = mon.parts
     fig = draw_figure(mon.title, r.records, r.charts.plan, r.trace, r.gpus.shown())
     loss_ax = next(ax for ax in fig.axes if ax.get_legend() and ax.get_legend().get_title().get_text() == "LOSS")
     low, high = loss_ax.get_ylim()
@@ -109,7 +109,7 @@ def test_values_past_float32_are_clipped_for_drawing_in_gpu_lines_and_the_dashbo
     sampler = fixed_sampler({"power_w": 1e39}, {"power_w": 80.0})
     mon = logged("gpu", [1.0, 2.0, 3.0, 4.0], sampler=sampler, run_log=False, gpus="all")
     try:
-        power = mon._view.charts["gpu_power"]
+        power = mon.parts.view.charts["gpu_power"]
         drawable(power)
         assert np.asarray(power.lines["GPU 0"].y).max() == F32_MAX  # not inf
         assert power.y_scale.max == F32_MAX, "data past the power limit widens the axis to what is drawn"
@@ -131,10 +131,10 @@ def test_nan_and_inf_are_still_left_out_of_the_lines():
     values = [1.0, math.nan, math.inf, -math.inf, 2.0, 1e308]
     mon = logged("gaps", values, run_log=False)
     try:
-        chart = mon._view.charts["loss"]
+        chart = mon.parts.view.charts["loss"]
         drawable(chart)
         assert np.isfinite(np.asarray(chart.lines["loss"].y)).all()
-        assert "loss was NaN at step 1 (first of 3 non-finite values; not plotted)" in text(mon._view.header.value)
+        assert "loss was NaN at step 1 (first of 3 non-finite values; not plotted)" in text(mon.parts.view.header.value)
     finally:
         mon.finish()
     assert mon.to_png().startswith(b"\x89PNG") and mon.errors == []
@@ -159,7 +159,7 @@ def test_a_monitors_long_title_is_cut_in_its_header_png_and_repr_but_kept_whole(
     mon = logged(LONG, [1.0, 0.5], run_log=tmp_path / "log")
     mon.finish()
     assert mon.title == LONG
-    shown = re.search(r'class="gpuw-htitle">([^<]*)<', mon._view.header.value).group(1)
+    shown = re.search(r'class="gpuw-htitle">([^<]*)<', mon.parts.view.header.value).group(1)
     assert len(shown) == TITLE_CHARS and shown.endswith("…")
     assert len(repr(mon)) < 200
     assert mon.to_png().startswith(b"\x89PNG") and mon.errors == []
@@ -194,9 +194,9 @@ def test_long_key_names_are_cut_in_legends(tmp_path):
     mon = TrainingMonitor("keys", display=False, sampler=simulated_sampler(n_gpus=1), run_log=False)
     mon.log(0, **{key: 1.0})
     mon.log(1, **{key: 0.5})
-    mon._r.shown = True
+    mon.parts.shown = True
     mon.refresh()
     mon.finish()
-    assert len(mon._view.charts["loss"].head.value) < 2_000
+    assert len(mon.parts.view.charts["loss"].head.value) < 2_000
     assert mon.to_png().startswith(b"\x89PNG") and mon.errors == []
     assert mon.keys == (key,)

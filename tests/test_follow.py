@@ -66,21 +66,21 @@ def test_follow_shows_a_script_run_as_it_is_written_and_takes_over_how_it_ended(
             mon.log(loss=0.0)  # never mixed into another process's run
         go.touch()
         _, err = proc.communicate(timeout=30)
-        assert mon._r.follower.done.wait(10)
+        assert mon.parts.follower.done.wait(10)
     finally:
         go.touch()
         proc.kill()
     saved = TrainingMonitor.load(run)
     assert mon.rows() == saved.rows()
-    assert set(mon._view.charts) == set(saved._view.charts) and "gpu_util" in mon._view.charts
-    assert len(mon._trace) > 0  # the GPU samples the script recorded
+    assert set(mon.parts.view.charts) == set(saved.parts.view.charts) and "gpu_util" in mon.parts.view.charts
+    assert len(mon.parts.trace) > 0  # the GPU samples the script recorded
     if mode == "ok":
         assert mon.status == "finished" and mon.step == 19 and proc.returncode == 0
     else:
         assert "ValueError: diverged at step 15" in err and proc.returncode == 1
         assert mon.status == "failed" and mon.step == 14
         assert "ended with ValueError: diverged at step 15" in header(mon)
-    assert not mon._r.follower.thread.is_alive()
+    assert not mon.parts.follower.thread.is_alive()
 
 
 def test_a_killed_writer_leaves_the_run_unfinished(tmp_path, run_dir):
@@ -91,7 +91,7 @@ def test_a_killed_writer_leaves_the_run_unfinished(tmp_path, run_dir):
         assert mon.status == "running"
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-        assert mon._r.follower.done.wait(10)
+        assert mon.parts.follower.done.wait(10)
     finally:
         proc.kill()
     assert mon.status == "unfinished" and mon.step == 9
@@ -139,12 +139,12 @@ BIG = textwrap.dedent("""
     t = time.perf_counter()
     mon = TrainingMonitor.follow(sys.argv[1], display=False, poll_s=0.05)
     returned = time.perf_counter() - t
-    mon._r.follower.done.wait(120)
+    mon.parts.follower.done.wait(120)
     took = time.perf_counter() - t
-    sent = sum(np.asarray(m.x).nbytes + np.asarray(m.y).nbytes for c in mon._view.charts.values()
+    sent = sum(np.asarray(m.x).nbytes + np.asarray(m.y).nbytes for c in mon.parts.view.charts.values()
                for m in c.lines.values()) + len(mon.widget.children[0].value)
     print(json.dumps({"returned_s": returned, "took_s": took, "rows": mon._records.size, "status": str(mon.status),
-                      "passes": mon._r.follower.passes, "sent": sent, "gpu": len(mon._trace),
+                      "passes": mon.parts.follower.passes, "sent": sent, "gpu": len(mon.parts.trace),
                       "grew_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024}))
 """)
 N = 1_000_000

@@ -65,7 +65,7 @@ def test_a_running_monitor_asks_for_gpm_and_shows_sm_active_with_the_small_kerne
     assert not sampler.gpm_wanted and sampler.latest["devices"][0]["sm_active_percent"] is None
     mon = monitor_run(sampler)
     assert askers(sampler) == {"monitor"}
-    head = mon._view.header.value
+    head = mon.parts.view.header.value
     sm = re.search(r'<span class="gpuw-l">SM active</span> <span class="gpuw-v">(\d+) %</span>', head)
     busy = re.search(r'<span class="gpuw-l">busy</span> <span class="gpuw-v">(\d+) %</span>', head)
     assert sm and busy, head
@@ -75,7 +75,7 @@ def test_a_running_monitor_asks_for_gpm_and_shows_sm_active_with_the_small_kerne
     assert tip, head
     assert int(tip.group(1)) >= 90 and int(tip.group(2)) <= 10
     assert "SM active (%)" in mon.gpu_chart_titles and "Tensor active (%)" in mon.gpu_chart_titles
-    line = mon._view.charts["gpu_sm_active"].lines["GPU 0"]
+    line = mon.parts.view.charts["gpu_sm_active"].lines["GPU 0"]
     assert len(line.y) and max(line.y) <= 10
     mon.finish()
     assert not sampler.gpm_wanted  # released when the run stops
@@ -93,7 +93,7 @@ class _GpmFixed(FixedBackend):
 @pytest.mark.parametrize("busy,sm,advised", [(100, 8.0, True), (97, 85.0, False), (40, 8.0, False)])
 def test_the_advice_needs_busy_high_and_sm_activity_low(busy, sm, advised):
     mon = monitor_run(Sampler(_GpmFixed({"utilization_gpu_percent": busy, "sm_active_percent": sm})))
-    head = mon._view.header.value
+    head = mon.parts.view.header.value
     assert f'<span class="gpuw-l">SM active</span> <span class="gpuw-v">{sm:.0f} %</span>' in head, head
     said = "GPU 0: busy 100 % but SMs active 8 %: the kernels are too small to fill this GPU " \
            "(batch size, fusing, CUDA graphs)."
@@ -106,10 +106,10 @@ def test_without_sm_activity_there_is_no_advice_and_no_empty_sm_cell_or_chart():
     sampler = sampler_for()
     sampler.want_gpm = lambda *a, **k: None  # GPM never turns on: as a GPU without it
     mon = monitor_run(sampler)
-    head = mon._view.header.value
+    head = mon.parts.view.header.value
     assert re.search(r'<span class="gpuw-l">busy</span> <span class="gpuw-v">(9\d|100) %</span>', head), head
     assert "SM active" not in head and "kernels are too small" not in head
-    assert "gpu_sm_active" not in mon._view.charts and "gpu_util" in mon._view.charts
+    assert "gpu_sm_active" not in mon.parts.view.charts and "gpu_util" in mon.parts.view.charts
     mon.finish()
 
 
@@ -123,10 +123,10 @@ def test_a_saved_run_shows_sm_active_again_when_loaded(run_dir):  # noqa: F811
     rows = [json.loads(line) for line in (mon.run_dir / "gpu.jsonl").read_text().splitlines()]
     assert any(r.get("sm_active_percent") is not None and r["sm_active_percent"] <= 10 for r in rows), rows[-1]
     loaded = TrainingMonitor.load(mon.run_dir)
-    head = loaded._view.header.value
+    head = loaded.parts.view.header.value
     assert re.search(r'<span class="gpuw-l">SM active</span> <span class="gpuw-v">\d %</span>', head), head
     assert ADVICE.search(head)
-    assert "gpu_sm_active" in loaded._view.charts
+    assert "gpu_sm_active" in loaded.parts.view.charts
 
 
 # -- the dashboard and %%gpuwatch -------------------------------------------------------------------

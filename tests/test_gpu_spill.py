@@ -49,10 +49,10 @@ def long_run(**kw) -> TrainingMonitor:
 def test_memory_keeps_the_window_and_every_sample_comes_back(run_dir):
     mon = long_run(gpu_window_s=60)
     ref = long_run(run_log=False)  # the same samples, all in memory
-    trace = mon._trace
-    assert len(trace) == len(ref._trace) == GPUS * SECONDS
+    trace = mon.parts.trace
+    assert len(trace) == len(ref.parts.trace) == GPUS * SECONDS
     assert trace.dropped > 0 and trace.kept <= GPUS * 60 + 256 + GPUS, (trace.dropped, trace.kept)
-    assert ref._trace.dropped == 0
+    assert ref.parts.trace.dropped == 0
     rows = mon.gpu_rows()
     assert len(rows) == GPUS * SECONDS
     assert same_rows(rows, ref.gpu_rows())
@@ -60,7 +60,7 @@ def test_memory_keeps_the_window_and_every_sample_comes_back(run_dir):
     assert any(r["throttle_reasons"] and "hw_thermal_slowdown" in r["throttle_reasons"] for r in rows[:400])
     assert any(r.get("lost") for r in rows[:500])
     # The totals were never affected by the drop.
-    assert mon._trace.devices[0].samples == ref._trace.devices[0].samples == SECONDS
+    assert mon.parts.trace.devices[0].samples == ref.parts.trace.devices[0].samples == SECONDS
     # save() writes all of them, labelled as the files are (name and backend where they change).
     path = mon.save(run_dir.parent / "out.jsonl")
     saved, _ = read_rows(path.with_name("out.gpu.jsonl"))
@@ -74,7 +74,7 @@ def test_memory_keeps_the_window_and_every_sample_comes_back(run_dir):
 
 def test_without_the_run_log_the_oldest_samples_are_reported_missing(run_dir):
     mon = long_run(gpu_window_s=60)
-    kept = mon._trace.kept
+    kept = mon.parts.trace.kept
     shutil.rmtree(mon.run_dir)  # e.g. removed by hand while the notebook stays open
     rows = mon.gpu_rows()
     assert len(rows) == kept
@@ -85,5 +85,5 @@ def test_without_the_run_log_the_oldest_samples_are_reported_missing(run_dir):
 def test_none_or_no_run_log_keeps_every_sample(run_dir):
     for kw in ({"gpu_window_s": None}, {"gpu_window_s": 60, "run_log": False}):
         mon = long_run(**kw)
-        assert mon._trace.dropped == 0 and mon._trace.kept == GPUS * SECONDS
+        assert mon.parts.trace.dropped == 0 and mon.parts.trace.kept == GPUS * SECONDS
         mon.finish()

@@ -68,8 +68,8 @@ def test_a_fit_is_recorded_batch_by_batch_with_validation_epochs_total_and_sampl
     assert {"loss", "mae", "val_loss", "val_mae"} <= set(mon.keys)
     assert mon.series("loss")[0] == list(range(1, 11))
     assert mon.series("val_loss")[0] == [5, 10]
-    assert mon.total_steps == 10 and mon._r.progress.epoch == 2 and mon._r.progress.epochs == 2
-    assert mon._samples_total == 40 and mon._batch_seen == 4
+    assert mon.total_steps == 10 and mon.parts.progress.epoch == 2 and mon.parts.progress.epochs == 2
+    assert mon.parts.samples.total == 40 and mon.parts.samples.first_batch == 4
     meta = json.loads((mon.run_dir / "run.json").read_text())
     assert meta["status"] == "finished" and meta["total_steps"] == 10
 
@@ -77,7 +77,7 @@ def test_a_fit_is_recorded_batch_by_batch_with_validation_epochs_total_and_sampl
 def test_samples_are_the_real_batches_even_the_last_small_one():
     cb = callback()
     model().fit(*data(10), batch_size=4, epochs=1, callbacks=[cb], verbose=0)  # noqa: F821
-    assert cb.monitor._samples_total == 10 and cb.monitor.step == 3
+    assert cb.monitor.parts.samples.total == 10 and cb.monitor.step == 3
 
 
 @pytest.mark.parametrize("error, status", [(ValueError("bad batch"), "failed"), (KeyboardInterrupt(), "interrupted")])
@@ -139,4 +139,4 @@ def test_training_on_the_cpu_while_the_gpu_idles_is_said_as_for_a_pytorch_loop(m
     mon.refresh()
     text = re.sub(r"<[^>]+>", "", mon.widget.children[0].value)
     assert "Training runs on the CPU: the tensors this monitor sees are on the CPU while GPU 0 stays idle" in text
-    assert mon._r.records.tensor_devices == {"cpu"}  # from the weights: Keras logs floats
+    assert mon.parts.records.tensor_devices == {"cpu"}  # from the weights: Keras logs floats

@@ -77,8 +77,8 @@ def test_a_fit_is_recorded_step_by_step_with_validation_epochs_total_and_samples
     assert steps == list(range(1, 11))  # optimizer steps 1..10: 5 batches x 2 epochs
     assert mon.series("val_loss")[0] == [5, 10]  # after each epoch, at its last step
     assert mon.series("lr")[1][0] == pytest.approx(0.05)
-    assert mon.total_steps == 10 and mon._r.progress.epoch == 2 and mon._r.progress.epochs == 2
-    assert mon._samples_total == 2 * N
+    assert mon.total_steps == 10 and mon.parts.progress.epoch == 2 and mon.parts.progress.epochs == 2
+    assert mon.parts.samples.total == 2 * N
     meta = json.loads((mon.run_dir / "run.json").read_text())
     assert meta["status"] == "finished" and meta["total_steps"] == 10
     logged = [json.loads(line) for line in (mon.run_dir / "steps.jsonl").read_text().splitlines()]
@@ -94,7 +94,7 @@ def test_logging_follows_log_every_n_steps_and_the_loss_is_the_step_output():
     cb = callback()
     trainer(cb, max_epochs=2, log_every_n_steps=3).fit(Quiet(), loader())
     assert cb.monitor.series("loss")[0] == [3, 6, 9]
-    assert cb.monitor._samples_total == 2 * N  # every batch counted, logged or not
+    assert cb.monitor.parts.samples.total == 2 * N  # every batch counted, logged or not
 
 
 def test_a_failing_step_fails_the_run_and_the_exception_goes_on_unchanged():
@@ -133,7 +133,7 @@ def test_an_existing_monitor_is_fed_and_a_second_fit_gets_a_new_run():
 def test_samples_come_from_the_real_batches():
     cb = callback()
     trainer(cb, max_epochs=1).fit(Tiny(), loader(n=10, batch=4))  # 4, 4, 2
-    assert cb.monitor._samples_total == 10 and cb.monitor._batch_seen == 4
+    assert cb.monitor.parts.samples.total == 10 and cb.monitor.parts.samples.first_batch == 4
 
 
 def test_only_global_rank_zero_records(monkeypatch):

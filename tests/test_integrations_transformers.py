@@ -76,8 +76,8 @@ def test_a_run_is_recorded_as_the_trainer_logs_it(tmp_path):
     assert not {"epoch", "eval_runtime", "train_runtime", "train_loss", "eval_samples_per_second"} & set(mon.keys)
     assert mon.series("loss")[0] == [2, 4, 6, 8, 10]  # logging_steps=2 of 10 steps
     assert mon.series("eval_loss")[0] == [5, 10]
-    assert mon.total_steps == 10 and mon._r.progress.epoch == 2 and mon._r.progress.epochs == 2
-    assert mon._samples_total == 40 and mon._batch_seen == 4
+    assert mon.total_steps == 10 and mon.parts.progress.epoch == 2 and mon.parts.progress.epochs == 2
+    assert mon.parts.samples.total == 40 and mon.parts.samples.first_batch == 4
     meta = json.loads((mon.run_dir / "run.json").read_text())
     assert meta["status"] == "finished" and meta["total_steps"] == 10
 
@@ -85,7 +85,7 @@ def test_a_run_is_recorded_as_the_trainer_logs_it(tmp_path):
 def test_samples_are_the_real_batches_even_the_last_small_one(tmp_path):
     cb = callback()
     trainer([cb], tmp_path, epochs=1, n=10).train()  # noqa: F821  # 4, 4, 2
-    assert cb.monitor._samples_total == 10
+    assert cb.monitor.parts.samples.total == 10
 
 
 def test_an_exception_goes_on_unchanged_and_the_next_train_marks_the_run_failed(tmp_path):
@@ -174,4 +174,4 @@ def test_training_on_the_cpu_while_the_gpu_idles_is_said_as_for_a_pytorch_loop(t
     mon.refresh()
     text = re.sub(r"<[^>]+>", "", mon.widget.children[0].value)
     assert "Training runs on the CPU: the tensors this monitor sees are on the CPU while GPU 0 stays idle" in text
-    assert mon._r.records.tensor_devices == {"cpu"}  # from the model's weights: the Trainer logs floats
+    assert mon.parts.records.tensor_devices == {"cpu"}  # from the model's weights: the Trainer logs floats

@@ -121,8 +121,8 @@ def test_marks_hold_the_logged_curves():
         if i % 10 == 9:
             mon.log(step=mon.step, val_loss=2.0 / (i + 1))  # added to the current step
     mon.refresh()
-    lines = marks(mon._view.charts)
-    assert set(mon._view.charts) == {"loss · val_loss", "lr"}
+    lines = marks(mon.parts.view.charts)
+    assert set(mon.parts.view.charts) == {"loss · val_loss", "lr"}
     assert list(lines["loss"].x) == list(range(50))
     assert list(lines["loss"].y) == pytest.approx([1.0 / (i + 1) for i in range(50)])
     assert list(lines["val_loss"].x) == [9, 19, 29, 39, 49]
@@ -140,7 +140,7 @@ def test_plotted_data_stay_bounded_after_100k_logs_and_keep_the_peak():
     for i in range(1000):
         mon.log(loss=1.0)
     mon.refresh()
-    lines = marks(mon._view.charts)
+    lines = marks(mon.parts.view.charts)
     assert set(lines) >= {"loss", "lr"}
     for name, mark in lines.items():
         assert 0 < len(mark.x) <= 500 and len(mark.y) == len(mark.x), name
@@ -162,12 +162,12 @@ def test_bytes_held_by_the_marks_stay_under_32_kb_after_100k_logs_with_2_gpus():
         if i % 10_000 == 9_999:
             mon.refresh()
     mon.refresh()
-    lines = [m for c in mon._view.charts.values() for m in c.lines.values()]
+    lines = [m for c in mon.parts.view.charts.values() for m in c.lines.values()]
     assert len(lines) >= 3 + 2 * 4  # loss, accuracy, lr; per GPU: util, memory, temperature, power
     held = sum(m.x.nbytes + m.y.nbytes for m in lines)
     assert held <= 32 * 1024, held
     assert sum(len(m.x) for m in lines) <= mon.max_points
-    assert marks(mon._view.charts, "loss")["loss"].x.dtype == np.float32
+    assert marks(mon.parts.view.charts, "loss")["loss"].x.dtype == np.float32
     mon.finish()
 
 
@@ -217,7 +217,7 @@ def test_non_finite_values_are_kept_and_flagged():
     values = mon.series("loss")[1]
     assert values[0] == 1.0 and math.isnan(values[1]) and values[2] == math.inf and values[3] == 0.5
     assert "loss was NaN at step 1 (first of 2 non-finite values; not plotted)" in header(mon)
-    assert list(marks(mon._view.charts)["loss"].y) == [1.0, 0.5]
+    assert list(marks(mon.parts.view.charts)["loss"].y) == [1.0, 0.5]
     mon.finish()
 
 
@@ -277,8 +277,8 @@ def test_monitor_problems_never_reach_the_loop(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("the front end went away")
 
-    monkeypatch.setattr(mon._view, "update", broken)
-    monkeypatch.setattr(mon._trace, "add_snapshot", broken)
+    monkeypatch.setattr(mon.parts.view, "update", broken)
+    monkeypatch.setattr(mon.parts.trace, "add_snapshot", broken)
     mon._sampler_arg.tick()
     for i in range(100):
         mon.log(loss=1.0 / (i + 1))
@@ -331,9 +331,9 @@ def test_simulated_gpus_are_labelled_and_charted_on_one_time_axis():
     mon.refresh()
     text = header(mon)
     assert "SIMULATED GPUs" in text and "GPU 0" in text and "GPU 1" in text and "energy" in text
-    charts = mon._view.charts
+    charts = mon.parts.view.charts
     assert list(charts) == ["loss", "gpu_util", "gpu_memory", "gpu_temperature", "gpu_power"]
-    assert [c.card for c in charts.values()] == list(mon._view.grid.children)  # one card per chart
+    assert [c.card for c in charts.values()] == list(mon.parts.view.grid.children)  # one card per chart
     # one x scale for all: the loss and the GPUs line up in time
     assert len({id(c.x_scale) for c in charts.values()}) == 1
     util = marks(charts, "gpu_util")["GPU 1"]
@@ -360,8 +360,8 @@ def test_throttle_episodes_are_marked():
         time.sleep(0.01)
         sampler.tick()
     mon.refresh()
-    busy = mon._view.charts["gpu_util"]
-    band = marks(mon._view.charts, "gpu_util")["GPU 0 throttled"]
+    busy = mon.parts.view.charts["gpu_util"]
+    band = marks(mon.parts.view.charts, "gpu_util")["GPU 0 throttled"]
     # One episode: a box over the chart's whole height (its own 0-1 scale), shaded, no line.
     assert list(band.y) == [0.0, 1.0, 1.0, 0.0] and band.fill == "bottom" and band.scales["y"] is busy.area_scale
     assert "</i>throttled</span>" in busy.head.value  # named once in the legend row, never over the plot
@@ -377,7 +377,7 @@ def test_no_gpu_says_why_and_still_plots_losses():
     mon.refresh()
     text = header(mon)
     assert "No GPU: NVML Shared Library Not Found" in text and "Metrics still plot" in text
-    assert list(mon._view.charts) == ["loss"] and len(marks(mon._view.charts)["loss"].y) == 20
+    assert list(mon.parts.view.charts) == ["loss"] and len(marks(mon.parts.view.charts)["loss"].y) == 20
     mon.finish()
 
 
@@ -533,7 +533,7 @@ def test_batch_advice_from_pytorch_memory_on_the_gpu(monkeypatch):
     text = header(mon)
     # fixed 2 GiB (least allocated), 8 GiB / 64 per sample; others: 12 used - 10 reserved = 2 GiB
     assert "Batch size about 512 would fit." in text and "70.0 GiB usable" in text
-    assert set(marks(mon._view.charts, "gpu_memory")) == {"GPU 0 used", "GPU 0 PyTorch allocated", "GPU 0 PyTorch reserved"}
+    assert set(marks(mon.parts.view.charts, "gpu_memory")) == {"GPU 0 used", "GPU 0 PyTorch allocated", "GPU 0 PyTorch reserved"}
     row = mon.gpu_rows()[-1]
     assert row["torch_reserved_bytes"] == 10 * GIB and row["torch_peak_allocated_bytes"] == 10 * GIB
     mon.finish()
@@ -550,7 +550,7 @@ def test_track_counts_epochs_steps_and_samples():
             mon.log(loss=1.0 / len(seen))  # every other batch logs; the others still count
         time.sleep(0.002)
     assert len(seen) == 18 and mon.step == 17 and mon.total_steps == 18
-    assert mon._samples_total == 3 * (5 * 32 + 8) and mon._batch_seen == 32
+    assert mon.parts.samples.total == 3 * (5 * 32 + 8) and mon.parts.samples.first_batch == 32
     mon.refresh()
     text = header(mon)
     assert "step 18 / 18 (100%)" in text and "epoch 3/3" in text and "samples/s" in text
@@ -683,7 +683,7 @@ def test_a_lost_gpu_and_a_missing_field_do_not_disturb_the_run():
     assert all(r.get("temperature_c") is None for r in rows if r["gpu"] == 0)
     assert any(r.get("utilization_gpu_percent") is not None for r in rows if r["gpu"] == 0)
     assert mon.status in ("running", "idle", "ready") and not mon.errors
-    assert len(marks(mon._view.charts)["loss"].y) == 30
+    assert len(marks(mon.parts.view.charts)["loss"].y) == 30
     mon.finish()
     assert mon.status == "finished"
 
@@ -736,9 +736,9 @@ def test_gpu_charts_come_from_the_catalogue_and_follow_a_new_metric(monkeypatch,
     for _ in range(3):
         sampler.tick()
     mon.refresh()
-    chart = mon._view.charts["gpu_fan_test"]
+    chart = mon.parts.view.charts["gpu_fan_test"]
     assert chart.figure.title == "GPU fan (%)" and chart.y_scale.max == 100.0
-    assert list(marks(mon._view.charts, "gpu_fan_test")["GPU 0"].y) == [40.0] * 3
+    assert list(marks(mon.parts.view.charts, "gpu_fan_test")["GPU 0"].y) == [40.0] * 3
     assert mon.gpu_rows()[-1]["fan_percent"] == 40.0  # recorded, so saved and loaded back too
     mon.finish()
     png = mon.to_png(tmp_path / "fan.png")
@@ -757,7 +757,7 @@ def test_memory_and_power_charts_top_out_at_the_gpus_limits():
     for _ in range(2):
         sampler.tick()
     mon.refresh()
-    charts = mon._view.charts
+    charts = mon.parts.view.charts
     assert charts["gpu_memory"].y_scale.max == 80.0
     assert charts["gpu_power"].y_scale.max == 700.0
     temp = charts["gpu_temperature"]  # no limit field: fits the data, with room above it

@@ -89,17 +89,17 @@ def faulty_run(root, faults: str = FAULTS, seconds: int = 80, looks: dict | None
 
 
 def words(mon: TrainingMonitor) -> str:
-    return re.sub(r"<[^>]+>", " ", mon._view.header.value)
+    return re.sub(r"<[^>]+>", " ", mon.parts.view.header.value)
 
 
 def alert_lines(mon: TrainingMonitor) -> list[str]:
-    return [re.sub(r"<[^>]+>", "", m) for m in re.findall(r'<div class="gpuw-alert [^"]*">.*?</div>', mon._view.header.value)]
+    return [re.sub(r"<[^>]+>", "", m) for m in re.findall(r'<div class="gpuw-alert [^"]*">.*?</div>', mon.parts.view.header.value)]
 
 
 def mark(mon: TrainingMonitor, chart: str, name: str) -> list[list[float]]:
     """A mark's episodes as [start, end] pairs (seconds since the run's start), from its path:
     a box per episode, four points each (start, start, end, end)."""
-    line = mon._view.charts[chart].lines[name]
+    line = mon.parts.view.charts[chart].lines[name]
     xs = [float(x) for x in line.x]
     return [[xs[i], xs[i + 2]] for i in range(0, len(xs), 4)]
 
@@ -107,11 +107,11 @@ def mark(mon: TrainingMonitor, chart: str, name: str) -> list[list[float]]:
 def alert_marks(mon: TrainingMonitor) -> dict[str, set[str]]:
     """Per chart, the alert marks that hold an episode."""
     return {name: {n for n, m in chart.lines.items() if n.startswith("alert:") and len(m.x)}
-            for name, chart in mon._view.charts.items()}
+            for name, chart in mon.parts.view.charts.items()}
 
 
 def episodes(mon: TrainingMonitor) -> list[tuple]:
-    return sorted((e["kind"], e["gpu"], e["start"], e["end"]) for e in mon._r.gpus.alerts.episodes.values())
+    return sorted((e["kind"], e["gpu"], e["start"], e["end"]) for e in mon.parts.gpus.alerts.episodes.values())
 
 
 def test_a_lost_gpu_and_a_throttle_episode_show_as_marks_and_header_lines_then_end(run_dir):
@@ -140,16 +140,16 @@ def test_a_lost_gpu_and_a_throttle_episode_show_as_marks_and_header_lines_then_e
     # every GPU chart, the throttle episode on GPU busy only (where throttling is shaded).
     assert alert_lines(mon) == [] and re.search(r"\d alerts ended this run", words(mon))
     found = {(kind, gpu): (start, end) for kind, gpu, start, end in episodes(mon)}
-    t0 = mon._r.run.t0
+    t0 = mon.parts.run.t0
     lost, throttled = found[("lost", 1)], found[("throttle", 0)]
     assert abs(lost[0] - t0 - 20) < 0.5 and abs(lost[1] - t0 - 40) < 0.5  # end: when it first cleared
     assert abs(throttled[0] - t0 - 10) < 0.5 and abs(throttled[1] - t0 - 60) < 0.5  # start: when throttling began
     for chart in ("gpu_util", "gpu_memory", "gpu_temperature", "gpu_power"):
-        lines = mon._view.charts[chart].lines
+        lines = mon.parts.view.charts[chart].lines
         assert [[round(x) for x in pair] for pair in mark(mon, chart, "alert: lost")] == [[20, 40]]
-        assert lines["alert: lost"].scales["y"] is mon._view.charts[chart].area_scale  # never moves the y axis
+        assert lines["alert: lost"].scales["y"] is mon.parts.view.charts[chart].area_scale  # never moves the y axis
         assert ("alert: throttled" in lines) == (chart == "gpu_util")
-        assert "alert" not in mon._view.charts[chart].head.value  # not in the legend
+        assert "alert" not in mon.parts.view.charts[chart].head.value  # not in the legend
         assert not any(m.display_legend for m in lines.values())
     assert [[round(x) for x in pair] for pair in mark(mon, "gpu_util", "alert: throttled")] == [[10, 60]]
     assert "idle_kernel" not in {kind for kind, *_ in episodes(mon)}
@@ -167,7 +167,7 @@ def test_episodes_are_saved_and_come_back_with_load_follow_and_the_png(run_dir, 
     lines = [json.loads(x) for x in (mon.run_dir / "alerts.jsonl").read_text().splitlines()]
     # A line when an episode opens (end null) and one when it ends.
     assert [x["end"] is None for x in lines if x["kind"] == "lost"] == [True, False]
-    assert {x["id"] for x in lines} == {e[0] for e in mon._r.gpus.alerts.episodes.items()}
+    assert {x["id"] for x in lines} == {e[0] for e in mon.parts.gpus.alerts.episodes.items()}
 
     loaded = TrainingMonitor.load(mon.run_dir)
     assert episodes(loaded) == episodes(mon)
@@ -175,7 +175,7 @@ def test_episodes_are_saved_and_come_back_with_load_follow_and_the_png(run_dir, 
     assert mark(loaded, "gpu_power", "alert: lost") == mark(mon, "gpu_power", "alert: lost")
 
     followed = TrainingMonitor.follow(mon.run_dir, display=False, poll_s=0.05)
-    wait_until(lambda: followed._r.follower.done.is_set())
+    wait_until(lambda: followed.parts.follower.done.is_set())
     assert episodes(followed) == episodes(mon) and followed.status == "finished"
     assert mark(followed, "gpu_util", "alert: throttled") == mark(mon, "gpu_util", "alert: throttled")
 
@@ -265,7 +265,7 @@ def test_each_alert_is_a_bar_on_the_chart_of_its_metric_only_and_never_in_the_le
     assert drawn.pop("gpu_util") == {"alert: throttled", "alert: throttled (shade)"}  # where throttling is shaded
     assert not any(drawn.values()), drawn  # not on temperature, power, the loss, the data wait
     assert [[round(x) for x in pair] for pair in mark(mon, "gpu_memory", "alert: memory full")] == [[10, 30]]
-    chart = mon._view.charts["gpu_memory"]
+    chart = mon.parts.view.charts["gpu_memory"]
     bar, shade = chart.lines["alert: memory full"], chart.lines["alert: memory full (shade)"]
     # A box along the top 6 % of the plot, on a 0-1 scale of its own (the GiB axis never moves),
     # under the data lines; the shade spans the whole height, faintly.
@@ -274,7 +274,7 @@ def test_each_alert_is_a_bar_on_the_chart_of_its_metric_only_and_never_in_the_le
     assert shade.fill == "bottom" and [float(v) for v in shade.y] == [0, 1, 1, 0] and shade.fill_opacities[0] < 0.2
     assert chart.figure.marks[:2] == [shade, bar] or chart.figure.marks[:2] == [bar, shade]
     assert chart.y_scale.max == pytest.approx(80.0)  # the memory total, as without the alert
-    for c in mon._view.charts.values():
+    for c in mon.parts.view.charts.values():
         assert "alert" not in c.head.value and not any(m.display_legend for m in c.lines.values())
     # The colour follows the theme: a CSS variable, dark-theme tones set in the widget's style.
     assert bar.fill_colors == [f"var(--gpuw-c-{KIND_COLORS['memory'][1:]}, {KIND_COLORS['memory']})"]

@@ -73,7 +73,7 @@ def test_fail_ends_the_run_as_failed_and_says_why(run_dir):
 def test_fail_without_an_exception_and_on_an_idle_run(run_dir):
     mon = make()
     mon.log(loss=1.0)
-    mon._r.stop(State.IDLE)  # what the end of a notebook cell does
+    mon.parts.stop(State.IDLE)  # what the end of a notebook cell does
     assert run_json(mon)["status"] == "idle"
     mon.fail()
     assert mon.status == "failed" and "fail() was called" in header(mon)
@@ -127,7 +127,7 @@ def test_note_batch_feeds_samples_per_second_and_the_batch_advice():
         sampler.tick()
         time.sleep(0.002)
     mon.refresh()
-    assert mon._samples_total == 640 and mon._batch_seen == 32
+    assert mon.parts.samples.total == 640 and mon.parts.samples.first_batch == 32
     assert "samples/s" in header(mon)
     assert "with batch size 32" in header(mon)  # the advice uses the batch size it was told
     mon.finish()
@@ -148,7 +148,7 @@ def test_note_batch_refuses_what_is_not_a_sample_count(samples, error, words):
     with pytest.raises(error) as info:
         mon.note_batch(samples)
     assert words in str(info.value)
-    assert mon._samples_total == 0
+    assert mon.parts.samples.total == 0
 
 
 # -- set_epoch() and total_steps ----------------------------------------------------------------
@@ -266,3 +266,24 @@ def test_hooks_in_a_kernel_end_runs_without_a_with_block(run_dir, tmp_path):
     assert metas["hooks-fail"]["status"] == "failed" and metas["hooks-fail"]["error"] == "ValueError: diverged"
     assert metas["hooks-fail"]["steps"] == 5 and metas["hooks-fail"]["total_steps"] == 50
     assert metas["hooks-interrupt"]["status"] == "interrupted"
+
+
+def test_note_device_feeds_the_devices_the_cpu_tip_reads_and_checks_its_argument():
+    mon = TrainingMonitor("devices", display=False, run_log=False)
+    mon.note_device(None)
+    mon.note_device("meta")  # weights not materialised yet: nothing to tell
+    assert mon.parts.records.tensor_devices == set()
+    mon.note_device("cuda")
+    assert mon.parts.records.tensor_devices == {"cuda"}
+    with pytest.raises(TypeError, match=r"note_device\(kind\) takes a device type such as 'cuda', got int 3"):
+        mon.note_device(3)
+
+
+def test_recorders_are_the_runs_own_unchecked_recorders():
+    mon = TrainingMonitor("recorders", display=False, run_log=False)
+    hooks = mon.recorders()
+    for _ in range(10):
+        hooks.data_wait(0.5, 1.0, 0.0)
+        hooks.batch(8, 0.0)
+    assert mon.data_wait_share == pytest.approx(0.5)
+    assert mon.parts.samples.total == 80 and mon.parts.samples.first_batch == 8

@@ -148,4 +148,4 @@ def test_the_picture_shows_the_live_header():
     mon.finish()
     data = mon._repr_mimebundle_()
     check_picture(data, "unit")
-    assert mon._r.view.header.value in data["text/html"]
+    assert mon.parts.view.header.value in data["text/html"]

@@ -237,7 +237,7 @@ def test_a_torn_last_line_loads_every_good_row_and_says_which_line_was_skipped(t
         back = TrainingMonitor.load(path)
     assert [r["step"] for r in back.rows()] == [0, 1]
     assert words in str(caught[0].message)
-    assert any(words in note for note in back._notes)
+    assert any(words in note for note in back.parts.run.notes)
     assert "the last line was cut off" in back.widget.children[0].value
     # The same damage before the end is not a torn line: it is named.
     path.write_bytes(data + b"\n" + (CSV_ROW if name.endswith("csv") else GOOD))

@@ -105,7 +105,7 @@ def test_a_cpu_only_run_on_eight_gpus_loads_as_it_showed_live(run_dir, tmp_path)
     mon.finish()
     meta = meta_of(mon)
     assert meta["gpus_used"] == [] and meta["gpu_summary"] is True
-    live_alerts = [e["kind"] for e in mon._r.gpus.alerts.episodes.values()]
+    live_alerts = [e["kind"] for e in mon.parts.gpus.alerts.episodes.values()]
     assert live_alerts == ["memory"]
 
     saved = mon.save(tmp_path / "x.csv")
@@ -115,8 +115,8 @@ def test_a_cpu_only_run_on_eight_gpus_loads_as_it_showed_live(run_dir, tmp_path)
             warnings.simplefilter("error")  # nothing skipped
             loaded = TrainingMonitor.load(source)
         assert layout(words(loaded)) == live, source
-        assert [e["kind"] for e in loaded._r.gpus.alerts.episodes.values()] == live_alerts, source
-        assert loaded._r.charts.gpu and loaded._r.gpus.summarised()  # the charts: a mean line and a band
+        assert [e["kind"] for e in loaded.parts.gpus.alerts.episodes.values()] == live_alerts, source
+        assert loaded.parts.charts.gpu and loaded.parts.gpus.summarised()  # the charts: a mean line and a band
         assert loaded.batch_size == 4
 
     # A save of a run without alerts leaves no stale alerts of the earlier run at that path.

@@ -117,7 +117,7 @@ def test_run_log_is_written_while_the_run_goes_on(run_dir):
     mon.finish()
     mon.refresh()  # reading or drawing a finished run leaves its log closed
     mon.save(path.parent / "copy.jsonl")
-    assert mon._res.run_log.closed
+    assert mon.parts.res.run_log.closed
     assert json.loads((path / "run.json").read_text())["status"] == "finished"
     back = TrainingMonitor.load(path)
     assert same_rows(back.rows(), mon.rows()) and back.title == "my model"
@@ -181,7 +181,7 @@ def test_a_new_run_prunes_with_the_configured_limit(run_dir, monkeypatch):
     mon.log(loss=1.0)
     mon.finish()
     assert not old.exists() and mon.run_dir.exists()
-    assert any("removed old run 20260101-000000-old-aaaaaa" in n for n in mon._notes)
+    assert any("removed old run 20260101-000000-old-aaaaaa" in n for n in mon.parts.run.notes)
     monkeypatch.setenv("GPU_WIDGETS_RUN_DIR_MAX_MB", "lots")
     with pytest.raises(ValueError, match="GPU_WIDGETS_RUN_DIR_MAX_MB='lots' is not a number"):
         make()
@@ -193,7 +193,7 @@ def test_load_survives_a_torn_last_line_and_names_bad_lines(tmp_path):
     with pytest.warns(RuntimeWarning, match="last line was cut off"):
         back = TrainingMonitor.load(tmp_path / "torn.jsonl")
     assert [r["loss"] for r in back.rows()] == [0.5, 0.25]
-    assert any("last line was cut off" in n for n in back._notes)
+    assert any("last line was cut off" in n for n in back.parts.run.notes)
     (tmp_path / "bad.jsonl").write_text(good + "not json\n" + good)
     with pytest.raises(RunFileError, match="line 3 is not JSON"):
         TrainingMonitor.load(tmp_path / "bad.jsonl")

@@ -235,7 +235,7 @@ def follow_bg(path: Path, **kw) -> TrainingMonitor:
 
 
 def problems(mon: TrainingMonitor) -> str:
-    return " | ".join(mon._r.run.errors)
+    return " | ".join(mon.parts.run.errors)
 
 
 def test_follow_says_why_when_run_json_cannot_be_read(tmp_path):
@@ -253,9 +253,9 @@ def test_follow_says_why_when_run_json_cannot_be_read(tmp_path):
         try:
             wait_until(lambda: mon.step == 3 and words in problems(mon), timeout=HANG_S)
             assert "following cannot tell when the run ends" in problems(mon)
-            assert mon._r.follower.thread.is_alive()  # it keeps reading, and said why it cannot end
+            assert mon.parts.follower.thread.is_alive()  # it keeps reading, and said why it cannot end
         finally:
-            mon._r.follower.stop.set()
+            mon.parts.follower.stop.set()
 
 
 def test_follow_of_a_70_bit_pid_and_fifo_files_notes_them_and_ends(tmp_path):
@@ -263,7 +263,7 @@ def test_follow_of_a_70_bit_pid_and_fifo_files_notes_them_and_ends(tmp_path):
                    steps(6))
     fifo(run / "gpu.jsonl")
     mon = follow_bg(run)
-    assert mon._r.follower.done.wait(HANG_S), "the follower never ended"
+    assert mon.parts.follower.done.wait(HANG_S), "the follower never ended"
     assert mon.step == 5 and mon.status == "finished"
     assert "'pid' is not what gpu-widgets writes" in problems(mon)
     assert "gpu.jsonl is a FIFO (named pipe), not a regular file (only those are read): not read" in problems(mon)
@@ -281,12 +281,12 @@ def test_follow_stops_with_a_note_when_the_steps_file_shrinks_or_is_replaced(tmp
             else:  # written beside it and renamed over it: a new inode, bigger than before
                 (run / "new.tmp").write_bytes(steps(80))
                 os.replace(run / "new.tmp", run / "steps.jsonl")
-            assert mon._r.follower.done.wait(HANG_S)
+            assert mon.parts.follower.done.wait(HANG_S)
             words = "shrank to" if how == "truncated" else "was replaced by another file"
             assert words in problems(mon) and "would mix two runs" in problems(mon)
             assert mon.step == 49 and mon.status == "unfinished"  # the first run's rows only
         finally:
-            mon._r.follower.stop.set()
+            mon.parts.follower.stop.set()
 
 
 def test_follow_skips_a_line_over_the_limit_and_reads_on(tmp_path):
@@ -303,4 +303,4 @@ def test_follow_skips_a_line_over_the_limit_and_reads_on(tmp_path):
         wait_until(lambda: mon.step == 3, timeout=HANG_S)
         assert "steps.jsonl: line 3 is longer than 1,048,576 bytes, the most a run's line may hold: skipped" in problems(mon)
     finally:
-        mon._r.follower.stop.set()
+        mon.parts.follower.stop.set()

@@ -68,7 +68,7 @@ def test_monitor_axes_get_round_ticks_and_one_line_charts_no_legend():
             sampler.tick()
     mon.log(step=mon.step, val_loss=0.3)
     mon.refresh()
-    charts = mon._view.charts
+    charts = mon.parts.view.charts
     loss = charts["loss"]
     loss_y = tuple(float(v) for v in loss.y_axis.tick_values)
     ys = [float(v) for line in marks(charts, "loss").values() for v in line.y]
@@ -78,7 +78,7 @@ def test_monitor_axes_get_round_ticks_and_one_line_charts_no_legend():
     assert loss.y_scale.min == 0.0 and loss.y_scale.max >= max(ys) + END_PAD * max(ys) * 0.99
     assert loss.y_axis.tick_format == "~g"  # the values as they are, not rounded again by d3
     # The run's time axis starts at 0 and every chart on it shows the same x ticks.
-    assert mon._view.time_scale.min == 0.0
+    assert mon.parts.view.time_scale.min == 0.0
     x_ticks = {tuple(float(v) for v in c.x_axis.tick_values) for c in charts.values()}
     assert len(x_ticks) == 1 and next(iter(x_ticks))[0] == 0.0
     # The GPU memory chart keeps its fixed floor of 0 among its ticks.
@@ -94,7 +94,7 @@ def test_ticks_are_sent_only_when_they_change():
     mon.log(loss=1.0)
     mon.log(loss=0.5)
     mon.refresh()
-    axis = mon._view.charts["loss"].y_axis
+    axis = mon.parts.view.charts["loss"].y_axis
     sent = []
     axis.observe(lambda change: sent.append(tuple(change["new"])), "tick_values")
     mon.log(loss=0.75)  # inside the range: the same ticks
@@ -112,14 +112,14 @@ def test_a_monitor_nobody_displays_records_without_drawing_until_it_is_displayed
     mon = make(x_axis="step", plot=["loss"])
     for i in range(5):
         mon.log(loss=1.0 / (i + 1))
-    mon._r.tick()  # a timer pass: due, but nobody looks
-    assert mon._view.line_count == 0 and mon._r.records.size == 5
+    mon.parts.tick()  # a timer pass: due, but nobody looks
+    assert mon.parts.view.line_count == 0 and mon.parts.records.size == 5
     mon._repr_mimebundle_()
-    assert list(marks(mon._view.charts, "loss")["loss"].x) == [0, 1, 2, 3, 4]
+    assert list(marks(mon.parts.view.charts, "loss")["loss"].x) == [0, 1, 2, 3, 4]
     mon.log(loss=0.1)
-    mon._r.draw_due = 0.0
-    mon._r.tick()
-    assert len(marks(mon._view.charts, "loss")["loss"].x) == 6
+    mon.parts.draw_due = 0.0
+    mon.parts.tick()
+    assert len(marks(mon.parts.view.charts, "loss")["loss"].x) == 6
     mon.finish()
 
 

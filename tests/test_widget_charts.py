@@ -61,7 +61,7 @@ def test_monitor_charts_have_no_legend_box_and_a_legend_row_per_chart():
             sampler.tick()
             mon.log(step=step, loss=1.0 / (step + 1), val_loss=2.0 / (step + 1))
         mon.refresh()
-        charts = mon._view.charts
+        charts = mon.parts.view.charts
         assert not any(mark.display_legend for c in charts.values() for mark in c.lines.values())
         assert keys(charts["loss"]) == ["loss 0.1667", "val_loss 0.3333"]
         assert all(re.fullmatch(r"GPU [01] \d+ %", k) for k in keys(charts[CHART_NAMES["utilization"]]))
@@ -100,7 +100,7 @@ def test_gpu_axes_are_fixed_from_the_catalogue_in_the_dashboard_and_the_monitor(
         mon.log(loss=1.0)
         sampler.tick()
         mon.refresh()
-        monitor = {c.metric.id: mon._view.charts[c.name] for c in mon._r.charts.gpu if c.name in mon._view.charts}
+        monitor = {c.metric.id: mon.parts.view.charts[c.name] for c in mon.parts.charts.gpu if c.name in mon.parts.view.charts}
         for view, metrics in ((dash._view.charts, shown_in(DASHBOARD)), (monitor, shown_in(MONITOR))):
             for m in metrics:
                 if all(d[m.field] is None for d in latest):  # GPM not asked for here: not drawn
@@ -114,7 +114,7 @@ def test_gpu_axes_are_fixed_from_the_catalogue_in_the_dashboard_and_the_monitor(
                 assert (chart.y_scale.min, chart.y_scale.max) == (m.y_min, top), m.id
         assert dash._view.charts["utilization"].y_scale.max == 100.0
         assert dash._view.charts["memory"].y_scale.max and dash._view.charts["power"].y_scale.max
-        loss = mon._view.charts["loss"]  # fitted to its one value, with room on both sides
+        loss = mon.parts.view.charts["loss"]  # fitted to its one value, with room on both sides
         assert loss.y_scale.min < 1.0 < loss.y_scale.max
     finally:
         mon.finish()
@@ -264,8 +264,8 @@ def test_style_is_sent_once_and_a_full_redraw_with_8_gpus_stays_in_budget(monkey
             if step % 30 == 0:
                 sampler.tick()
         mon.refresh()
-        assert len(mon._view.charts[CHART_NAMES["utilization"]].lines) >= 8  # every GPU drawn
-        mon._r.charts.drawn_shares = None  # the largest redraw: every line re-sent
+        assert len(mon.parts.view.charts[CHART_NAMES["utilization"]].lines) >= 8  # every GPU drawn
+        mon.parts.charts.drawn_shares = None  # the largest redraw: every line re-sent
         before = len(rec.messages)
         mon.log(step=3000, loss=0.0003, val_loss=0.0004, lr=3e-4)
         for dev in sampler.backend.devices:  # every latest value changes: every legend row is resent

@@ -172,13 +172,13 @@ def cpu_only_monitor(n_gpus: int, **kw) -> TrainingMonitor:
 def test_a_cpu_only_monitor_on_many_gpus_shows_a_summary_and_gpus_all_each_gpu():
     mon = cpu_only_monitor(8)
     try:
-        util = mon._view.charts["gpu_util"].lines
+        util = mon.parts.view.charts["gpu_util"].lines
         assert "mean of 8 GPUs" in util and "min–max" in util and "GPU 0" not in util
         head = mon.widget.children[0].value
         assert head.count('<span class="gpuw-tile') == 8 and 'class="gpuw-card gpuw-wide"' in head
         assert why(8) in words(head) and "8 GPUs" in words(head)
         assert "<b>GPU 0</b>" not in head  # no per-GPU cards
-        rows = mon._trace.devices
+        rows = mon.parts.trace.devices
         latest = [rows[i].latest["utilization_gpu_percent"] for i in range(8)]
         mean = np.asarray(util["mean of 8 GPUs"].y)
         assert mean[-1] == pytest.approx(sum(latest) / 8, abs=1e-3)
@@ -187,21 +187,21 @@ def test_a_cpu_only_monitor_on_many_gpus_shows_a_summary_and_gpus_all_each_gpu()
         mon.finish()
     each = cpu_only_monitor(8, gpus="all")
     try:
-        util = each._view.charts["gpu_util"].lines
+        util = each.parts.view.charts["gpu_util"].lines
         assert {f"GPU {i}" for i in range(8)} <= set(util) and "mean of 8 GPUs" not in util
         assert why(8) not in words(each.widget.children[0].value)
     finally:
         each.finish()
     two = cpu_only_monitor(2)
     try:
-        assert {"GPU 0", "GPU 1"} <= set(two._view.charts["gpu_util"].lines)
+        assert {"GPU 0", "GPU 1"} <= set(two.parts.view.charts["gpu_util"].lines)
     finally:
         two.finish()
 
 
 def test_summary_redraw_is_smaller_than_drawing_each_gpu():
     def sent(mon: TrainingMonitor) -> int:
-        return sum(np.asarray(m.x).nbytes + np.asarray(m.y).nbytes for c in mon._view.charts.values()
+        return sum(np.asarray(m.x).nbytes + np.asarray(m.y).nbytes for c in mon.parts.view.charts.values()
                    for m in c.lines.values()) + len(mon.widget.children[0].value)
     summary, each = cpu_only_monitor(8), cpu_only_monitor(8, gpus="all")
     try:
@@ -343,7 +343,7 @@ def test_the_static_picture_draws_the_summary_as_the_widget_does():
     from gpu_widgets.monitor.static_image import draw_figure
 
     def legend_words(mon: TrainingMonitor) -> list[str]:
-        r = mon._r
+        r = mon.parts
         r.records.resolve_deferred()
         fig = draw_figure(mon.title, r.records, r.charts.plan, r.trace, r.gpus.shown(), r.run.t0,
                           summary=r.gpus.summarised())

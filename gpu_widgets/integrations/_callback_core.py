@@ -120,7 +120,7 @@ class MonitorFeed:
         mon.__enter__()  # the run (its clock, GPU sampling, run log) starts with training, not at step 1
         # Every step passes here: the monitor's own recorders, without the checks its public
         # note_data_wait() / note_batch() make on values from a user (ours are always sound).
-        self._add_wait, self._add_samples = mon._r.charts.waits.add, mon._r.samples.add
+        self._add_wait, self._add_samples = mon.recorders()
 
     def set_total(self, total_steps: int | None) -> None:
         """The run's optimizer steps, when the framework knows them (None or 0: unknown, kept)."""

@@ -1,7 +1,7 @@
 """Where a framework keeps the model, told to the TrainingMonitor as the device of a tensor it saw.
 
 The monitor's "Training runs on the CPU" tip rests on the devices of the tensors it has seen
-(widgets/advice.py). A PyTorch loop and Lightning hand it tensors (batches, the loss); the Hugging
+(monitor/advice.py). A PyTorch loop and Lightning hand it tensors (batches, the loss); the Hugging
 Face Trainer and Keras hand it plain floats, so their callbacks tell it where the model's weights
 are instead: the same signal, read once per run from an attribute (no copy, no CUDA call).
 """
@@ -13,9 +13,9 @@ from ..monitor.monitor import TrainingMonitor
 
 
 def note_device(monitor: TrainingMonitor, kind: str | None) -> None:
-    """``kind``: a torch device type ("cpu", "cuda", "mps"...); None tells nothing."""
-    if kind and kind != "meta":  # "meta": weights not materialised yet (DeepSpeed, FSDP)
-        monitor._r.records.tensor_devices.add(kind)
+    """``kind``: a torch device type ("cpu", "cuda", "mps"...); None (and "meta": weights not
+    materialised yet, DeepSpeed, FSDP) tells nothing."""
+    monitor.note_device(kind)
 
 
 def torch_model_device(model: Any) -> str | None:

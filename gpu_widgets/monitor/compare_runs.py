@@ -99,14 +99,15 @@ def _from_monitor(mon: Any) -> ComparedRun:
     rows, gpu_rows = mon.rows(), mon.gpu_rows()
     records = Records()
     records.extend_rows(rows)
-    run = mon._run  # the facade's RunState: when the run began and ended
+    parts = mon.parts
+    run = parts.run  # when the run began and ended
     times = [r["time"] for r in rows if r["time"] == r["time"]]
     started = run.t0 if run.t0 is not None else (min(times) if times else None)
     ended = run.t_end if run.t_end is not None else (max(times) if times else None)
     source = mon.run_dir
-    used = mon._r.gpus.used(mon._records.tensor_devices)["gpus_used"] if mon._trace.devices else None
+    used = parts.gpus.used(parts.records.tensor_devices)["gpus_used"] if parts.trace.devices else None
     return ComparedRun("", mon.title, None if source is None else Path(source).resolve(), str(mon.status),
-                       started, ended, mon._r.batch_size(), records, own_rows(gpu_rows, used), gpus_used=used)
+                       started, ended, parts.batch_size(), records, own_rows(gpu_rows, used), gpus_used=used)
 
 
 def gather(runs: Sequence[Any], monitor_type: type) -> list[ComparedRun]:

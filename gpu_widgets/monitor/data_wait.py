@@ -177,28 +177,6 @@ class TimedBatches:
             yield batch
 
 
-class DataWaitHooks:
-    """TrainingMonitor's data-wait API (kept here: monitor.py has a line budget)."""
-
-    _r: Any
-
-    def note_data_wait(self, wait_s: float, step_s: float) -> None:
-        """One step's timing, for loops that do not use ``track()``: ``wait_s`` seconds of its
-        ``step_s`` (the whole step, the wait included) were spent waiting for the data. Feeds
-        ``data_wait_share``, the "data wait (%)" chart and the input-bound / CPU-bound diagnosis."""
-        wait, step = checked_wait(wait_s, step_s)
-        self._r.charts.waits.add(wait, step, time.perf_counter() - step)
-
-    @property
-    def data_wait_share(self) -> float | None:
-        """The share (0-1) of the recent steps' time (last 50) spent waiting for data: from
-        ``track()``, the framework callbacks or ``note_data_wait()``; None before 8 steps."""
-        return self._r.charts.waits.share()
-
-    def _timed(self, iterable: Iterable[Any]) -> TimedBatches:
-        return TimedBatches(iterable, self._r.charts.waits)
-
-
 def checked_wait(wait_s: Any, step_s: Any) -> tuple[float, float]:
     """``note_data_wait(wait_s, step_s)``: seconds, 0 <= wait_s <= step_s (a hair over is rounding)."""
     for name, v in (("wait_s", wait_s), ("step_s", step_s)):

@@ -23,11 +23,10 @@ from ..sampling.sampler import Sampler
 from ..widgets import cell_hooks
 from . import run_state
 from .arguments import MAX_STEP, check_monitor, checked_epoch, checked_epochs, checked_step, number_in, positive_int
-from .batches import checked_samples
 from .compare import CompareRuns
-from .data_wait import DataWaitHooks
 from .follower import follow as _follow
 from .history_frame import history_frame
+from .loop_hooks import LoopHooks
 from .monitor_header import Progress
 from .monitor_run import MonitorRun
 from ..widgets.process_gpus import check_choice
@@ -40,7 +39,7 @@ MAX_REDRAW_HZ = 4.0
 DEFAULT_GPU_WINDOW_S = 3600.0
 
 
-class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_wait_share; compare()
+class TrainingMonitor(LoopHooks, CompareRuns):  # + note_batch(), note_data_wait(), note_device(); compare()
     """A live view of a training run: metrics you ``log()``, and the GPUs the loop uses.
 
     Parameters (all keyword-only except ``title``):
@@ -93,9 +92,8 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
             static_image=bool(static_image), choice=choice, sampler=sampler, root=root, flush_s=flush_s,
             gpu_window_s=window,
         )
-        # The parts log() touches, and those tests and benchmarks read, under their usual names.
+        # The parts log() touches (the hot path: one attribute each).
         self._run, self._records, self._writer, self._log_lock = r.run, r.records, r.writer, r.log_lock
-        self._trace, self._view, self._res = r.trace, r.view, r.res
         self._logging = False  # log() is running on the thread that holds _log_lock
         self._reentered: list[tuple[Any, dict[str, Any]]] = []
         if saved_run is not None:
@@ -197,11 +195,6 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
             self.total_steps = self._records.next_step + per_epoch * epochs if self._records.size else per_epoch * epochs
         return self._r.tracked(self._timed(iterable), epochs, self.log)  # next() timed: data wait
 
-    def note_batch(self, samples: int) -> None:
-        """Count one step's samples, as ``track()`` does for each batch: feeds samples/s and the
-        batch-size advice when the loop does not go through ``track()``."""
-        self._r.samples.add(checked_samples(samples), run_state.now())
-
     def set_epoch(self, epoch: int, epochs: int | None = None) -> None:
         """The epoch the header shows, as given: ``set_epoch(3, 10)`` shows "epoch 3/10".
         ``epochs`` None keeps the total given before (if any)."""
@@ -216,8 +209,8 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
     @total_steps.setter
     def total_steps(self, value: int | None) -> None:
         self._r.progress.total_steps = positive_int("total_steps", value)
-        if self._res.run_log is not None:
-            self._res.run_log.meta["total_steps"] = value  # in run.json from its next write
+        if self._r.res.run_log is not None:
+            self._r.res.run_log.meta["total_steps"] = value  # in run.json from its next write
 
     @property
     def batch_size(self) -> int | None:
@@ -272,12 +265,12 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
     @property
     def run_dir(self) -> Path | None:
         """This run's directory in the run log (None when off or not yet written)."""
-        return self._writer.run_dir if self._res.run_log is not None else self._run.loaded_from
+        return self._writer.run_dir if self._r.res.run_log is not None else self._run.loaded_from
 
     @property
     def widget(self) -> Any:
         self._r.shown = True  # to be displayed: the timer draws from now on
-        return self._view.widget
+        return self._r.view.widget
 
     @property
     def gpu_chart_titles(self) -> tuple[str, ...]:
@@ -285,10 +278,12 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
         once its first sample arrives): ("GPU busy (%)", "GPU memory (GiB)", ...)."""
         return tuple(chart.title for chart in self._r.charts.gpu)
 
-    # Read by tests under their old names.
-    _notes = property(lambda self: self._run.notes)
-    _samples_total = property(lambda self: self._r.samples.total)
-    _batch_seen = property(lambda self: self._r.samples.first_batch)
+    @property
+    def parts(self) -> MonitorRun:
+        """The run's parts (monitor_run.MonitorRun: state, records, GPU trace, view, charts, run
+        log, samples counted, follower), for tests, benchmarks and tools that read what it holds.
+        Internal: their shape may change between versions."""
+        return self._r
 
     # -- display and data out ---------------------------------------------------------------------
     def refresh(self) -> None:
@@ -316,7 +311,7 @@ class TrainingMonitor(DataWaitHooks, CompareRuns):  # + note_data_wait(), data_w
     def gpu_rows(self) -> list[dict[str, Any]]:
         """The GPU samples of this run: one ``{"time", "gpu", field...}`` per GPU per sample."""
         self._r.tick(final=False)
-        return all_gpu_rows(self._trace, self._run, "all")
+        return all_gpu_rows(self._r.trace, self._run, "all")
 
     def to_pandas(self) -> Any:
         """The logged rows as a pandas DataFrame (needs pandas): ``step``, ``elapsed_s`` (since the
