@@ -99,10 +99,7 @@ class TrainingMonitor(LoopHooks, CompareRuns):  # + note_batch(), note_data_wait
         if saved_run is not None:
             r.show_saved(saved_run)
         if display and cell_hooks.in_kernel():
-            from IPython.display import display as show
-
-            # A display id lets the output be replaced when the run stops (see MonitorRun.show_final).
-            r.display_handle = show(r, display_id=True)
+            r.display()
 
     # -- the loop's API ---------------------------------------------------------------------------
     def log(self, step: int | None = None, **values: Any) -> None:

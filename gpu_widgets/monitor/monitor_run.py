@@ -4,7 +4,8 @@ timer thread's tick that feeds them.
 
 Parts: the run's state (run_state), its logged rows (Records), its GPU samples (run_gpus, into
 a GpuTrace), its run log (run_recording), its charts (monitor_charts) in a ChartsView, its header
-(monitor_header) and its PNG (static_image). The monitor's thread holds this object only weakly.
+(monitor_header) and its PNG (static_image). A run read from a run log (load(), follow()) is fed
+through run_feed.RunFeed. The monitor's thread holds this object only weakly.
 """
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from typing import Any
 
 from ..runs.gpu_trace import GpuTrace
 from ..runs.records import Records
-from ..runs.saved_run import SavedRun
 from ..sampling.sampler import Sampler
 from ..widgets import cell_hooks
 from . import run_state
@@ -31,6 +31,7 @@ from ..widgets.final_output import static_bundle
 from .monitor_charts import MonitorCharts, PlotSpec, gpu_charts
 from .monitor_header import Progress, header_html, steps_done
 from ..widgets.process_gpus import Choice
+from .run_feed import DRAW_CPU_SHARE, RunFeed
 from .run_gpus import RunGpus
 from .run_recording import RunWriter, all_gpu_rows, run_meta, save_run
 from .run_state import ENDED, RunState, State
@@ -38,14 +39,11 @@ from ..widgets.png_cards import CachedPng
 from .static_image import render_png
 from ..widgets.view import ChartsView
 
-# Redrawing is the monitor's only work that can wait; keeping it to 0.3 % of one core
-# keeps the whole monitor under 1 % of a training loop (docs/benchmarks.md, section 3).
-DRAW_CPU_SHARE = 0.003
 
 _live: "weakref.WeakSet[MonitorRun]" = weakref.WeakSet()
 
 
-class MonitorRun:
+class MonitorRun(RunFeed):
     def __init__(self, title: str, progress: Progress, *, plot: PlotSpec, x_axis: str, max_points: int,
                  period: float, static_image: bool, choice: Choice, sampler: Sampler | None,
                  root: Path | None, flush_s: float, gpu_window_s: float | None) -> None:
@@ -253,6 +251,13 @@ class MonitorRun:
         steps = "no steps" if step is None else f"step {step}"
         return f"<TrainingMonitor {short_title(self.title)!r}: {self.run.state}, {steps}, keys {list(self.records.keys)}>"
 
+    def display(self) -> None:
+        """Show the run as the cell's output, with a display id so that it can be replaced when
+        the run stops (show_final)."""
+        from IPython.display import display as show
+
+        self.display_handle = show(self, display_id=True)
+
     def show_final(self) -> None:
         """Replace the displayed output by the run's picture and header (the run stopped)."""
         self.final_shown = True
@@ -285,24 +290,6 @@ class MonitorRun:
                 "log_calls": self.records.size}
         alerts = list(self.gpus.alerts.episodes.values()) if gpu else None
         return save_run(path, rows, keys, self.gpu_file_rows if gpu else None, alerts, meta)
-
-    def show_saved(self, saved: SavedRun) -> None:
-        """Show a saved run, read-only (TrainingMonitor.load)."""
-        run, trace = self.run, self.trace
-        run.readonly = self.gpus.readonly = True
-        run.loaded_from = saved.source
-        run.notes.extend(saved.notes)
-        self.records.adopt(saved.records)  # the loaded columns themselves: no row is copied
-        run.t0, run.t_end = saved.started, saved.ended
-        trace.t0 = run.t0 or 0.0
-        for r in saved.gpu_rows:
-            trace.add_row(r)
-        trace.status = "ok" if saved.gpu_rows else None
-        self.gpus.adopt_saved(saved.meta)  # the GPUs its live view showed, shown the same way
-        self.charts.waits.add_saved(saved.data_wait_rows, trace.t0)
-        self.gpus.alerts.add_saved(saved.alert_rows)
-        run.state = State.saved(saved.meta.get("status"))
-        self.draw(self.records.size)
 
 
 @atexit.register
