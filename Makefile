@@ -148,6 +148,8 @@ test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 	bash scripts/ensure-prometheus.sh
 	@# The sidebar's API types must match openapi.json (`jlpm gen:api` regenerates them).
 	$(JLPM) check:api
+	@# So must its built-in catalogue match gpu_widgets/metrics/catalogue.py (`jlpm gen:catalogue`; python3 is $(BIN)'s).
+	$(JLPM) check:catalogue
 	@if [ -x node_modules/.bin/jest ]; then set -x; $(JLPM) test; else echo "jest not installed: skipping the JS tests"; fi
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 

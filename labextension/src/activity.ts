@@ -10,20 +10,13 @@
  *
  * Pure functions (no DOM): jest-tested.
  */
+import { GPM_FIELDS, METRIC, MetricId } from './catalogue.generated';
 import { formatBytes, formatGiB, formatNumber } from './format';
 import { IDeviceSample, IMetricInfo, IMigInstance, IProcess, IUnavailable } from './tokens';
 
-/** The GPM fields of a device (and of a MIG instance). */
-export const GPM_FIELDS: readonly string[] = [
-  'sm_active_percent',
-  'sm_occupancy_percent',
-  'tensor_active_percent',
-  'dram_active_percent'
-];
-
 /** The catalogue id of NVML's busy time, and of the GPM metrics a card shows beside it. */
-export const BUSY_ID = 'utilization';
-export const ACTIVITY_IDS: readonly string[] = ['sm_active', 'tensor_active'];
+export const BUSY_ID: MetricId = 'utilization';
+export const ACTIVITY_IDS: readonly MetricId[] = ['sm_active', 'tensor_active'];
 
 const DIFFERENCE =
   "Busy only says that some kernel ran: one tiny kernel makes it 100 %. SM active says how much of the GPU's " +
@@ -43,28 +36,15 @@ export function labelHelp(metric: IMetricInfo): string {
   return ACTIVITY_HELP[metric.id] ?? metric.help;
 }
 
-function percentMetric(id: string, field: string, label: string): IMetricInfo {
-  return {
-    id,
-    field,
-    label,
-    title: `${label} (%)`,
-    unit: '%',
-    help: ACTIVITY_HELP[id],
-    scale: 1,
-    decimals: 0,
-    y_min: 0,
-    y_max: 100,
-    y_max_field: null,
-    views: ['sidebar']
-  };
-}
-
-/** The rows a card shows for the GPM metrics when the server's catalogue has none. */
-export const FALLBACK_ACTIVITY: readonly IMetricInfo[] = [
-  percentMetric('sm_active', 'sm_active_percent', 'SM active'),
-  percentMetric('tensor_active', 'tensor_active_percent', 'Tensor active')
-];
+/**
+ * The rows a card shows for the GPM metrics when the server's catalogue has none: this version's
+ * entries (an older server sends the same fields), with the card's words, for the sidebar only.
+ */
+export const FALLBACK_ACTIVITY: readonly IMetricInfo[] = ACTIVITY_IDS.map(id => ({
+  ...METRIC[id],
+  help: ACTIVITY_HELP[id],
+  views: ['sidebar']
+}));
 
 /**
  * A card's rows: the metrics shown, with SM active and tensor active right after busy. A GPM
@@ -78,7 +58,7 @@ export function cardMetrics(shown: readonly IMetricInfo[], offered: readonly IMe
   const activity = ACTIVITY_IDS.map(
     id => shown.find(m => m.id === id) ?? (offered.some(m => m.id === id) ? null : FALLBACK_ACTIVITY.find(m => m.id === id)!)
   ).filter((m): m is IMetricInfo => m !== null);
-  const rest = shown.filter(m => !ACTIVITY_IDS.includes(m.id));
+  const rest = shown.filter(m => !ACTIVITY_IDS.some(id => id === m.id));
   const at = rest.findIndex(m => m.id === BUSY_ID) + 1;
   return [...rest.slice(0, at), ...activity, ...rest.slice(at)];
 }

@@ -1,17 +1,21 @@
 /**
  * The metric catalogue as the server serves it (`GET metrics`): which metrics the sidebar
- * draws, in which order, and the words for throttle reasons. The sidebar keeps no copy of
- * either; a metric added on the server shows up here without a front-end change.
+ * draws, in which order, and the words for throttle reasons. The cards read these from the
+ * server, so a metric added there shows up here without a front-end change (this version's
+ * copy, catalogue.generated.ts, serves only what comes before or without that answer).
  *
  * Pure code (no DOM, no JupyterLab imports): jest-tested in plain node.
  */
+// Types only: this module stays free of imports at run time (tests/test_adding_a_metric.py runs it
+// alone); the names are checked against the generated catalogue when it compiles.
+import type { SampleField, View } from './catalogue.generated';
 import type { IMetricInfo, IMetricsCatalogue, IThrottleReason } from './tokens';
 
 /** The catalogue's name for the views of this sidebar (`Metric.views`). */
-export const SIDEBAR_VIEW = 'sidebar';
+export const SIDEBAR_VIEW: View = 'sidebar';
 
 /** Fields the status-bar summary reads, kept whatever metrics the cards show. */
-export const SUMMARY_FIELDS: readonly string[] = [
+export const SUMMARY_FIELDS: readonly SampleField[] = [
   'utilization_gpu_percent',
   'memory_used_bytes',
   'memory_total_bytes'

@@ -9,7 +9,9 @@
  * Pure functions (no DOM): jest-tested.
  */
 import { components } from './api.generated';
+import { METRIC } from './catalogue.generated';
 import { formatDuration, formatNumber } from './format';
+import { formatValue } from './metrics';
 
 type Schemas = components['schemas'];
 
@@ -226,30 +228,46 @@ export function staleText(ageS: number | null): string {
   return ageS === null ? 'no data' : `no data for ${formatDuration(ageS)}`;
 }
 
+/*
+ * The readings come from Prometheus, not from `GET metrics`: they read in the units and digits of
+ * this version's catalogue (Prometheus's MiB already turned to GiB by the server).
+ */
+const { utilization: BUSY, memory: MEMORY, temperature: TEMPERATURE, power: POWER } = METRIC;
+
 /** Watts, in kW past 1000 W so that an 8-GPU host stays short ("5.6 kW"). */
 export function formatPower(watts: number | null): string {
   if (watts === null) {
     return DASH;
   }
-  return watts >= 1000 ? `${formatNumber(watts / 1000)} kW` : `${formatNumber(watts, 0)} W`;
+  return watts >= 1000 ? `${formatNumber(watts / 1000)} k${POWER.unit}` : formatValue(POWER, watts);
 }
 
+/** A GPU's utilization (NVML's busy time, as the sidebar's "GPU busy"): "41 %". */
 export function formatPercent(value: number | null): string {
-  return value === null ? DASH : `${formatNumber(value, 0)} %`;
+  return value === null ? DASH : formatValue(BUSY, value);
 }
 
 /** "120/640 GiB" ("120/640" where the column's header gives the unit); whole GiB past 100, to fit the row. */
 export function formatMemory(usedGiB: number | null, totalGiB: number | null, unit = true): string {
-  const f = (v: number): string => formatNumber(v, v >= 100 ? 0 : 1);
+  const f = (v: number): string => formatNumber(v, v >= 100 ? 0 : MEMORY.decimals);
   if (usedGiB === null) {
     return DASH;
   }
   const text = totalGiB === null ? f(usedGiB) : `${f(usedGiB)}/${f(totalGiB)}`;
-  return unit ? `${text} GiB` : text;
+  return unit ? `${text} ${MEMORY.unit}` : text;
 }
 
 export function formatTemperature(celsius: number | null): string {
-  return celsius === null ? DASH : `${formatNumber(celsius, 0)} °C`;
+  return celsius === null ? DASH : formatValue(TEMPERATURE, celsius);
+}
+
+/** The y range of a utilization (the catalogue's, a percentage where it gives none). */
+export const BUSY_RANGE: readonly [number, number] = [BUSY.y_min ?? 0, BUSY.y_max ?? 100];
+
+/** The share of the utilization range in use, 0..1 (a host row's inline bar). */
+export function busyFill(percent: number): number {
+  const [lo, hi] = BUSY_RANGE;
+  return Math.min(1, Math.max(0, (percent - lo) / (hi - lo)));
 }
 
 /** The totals line: "2 hosts · 16 GPUs · 3 busy · 12 free · 1 stale · 2 simulated". */

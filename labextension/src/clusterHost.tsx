@@ -5,7 +5,10 @@
  */
 import * as React from 'react';
 
+import { rangeLabels } from './axes';
+import { METRIC } from './catalogue.generated';
 import {
+  BUSY_RANGE,
   formatMemory,
   formatPercent,
   formatPower,
@@ -17,7 +20,7 @@ import {
 import { HostDetailState } from './clusterModel';
 import { IChartData } from './chart';
 import { Chart } from './chartView';
-import { formatNumber, GIB } from './format';
+import { formatValue } from './metrics';
 import { shortName } from './overview';
 import { IPalette } from './palette';
 
@@ -83,7 +86,9 @@ function GpuLine(props: {
   palette: IPalette;
 }): JSX.Element {
   const { hostname, gpu, simulated, stepS, endS, palette } = props;
-  const gib = (bytes: number | null): number | null => (bytes === null ? null : bytes / GIB);
+  // Prometheus's utilization is the catalogue's busy time; the server sends memory in bytes.
+  const busy = METRIC.utilization;
+  const gib = (bytes: number | null): number | null => (bytes === null ? null : bytes * METRIC.memory.scale);
   const util = gpu.history?.utilization_gpu_percent ?? [];
   let data: IChartData | null = null;
   if (util.length > 1) {
@@ -93,10 +98,10 @@ function GpuLine(props: {
       y: points.y,
       xMin: points.t[0],
       xMax: points.t[points.t.length - 1],
-      yMin: 0,
-      yMax: 100,
+      yMin: BUSY_RANGE[0],
+      yMax: BUSY_RANGE[1],
       episodes: [],
-      format: v => `${formatNumber(v, 0)} %`,
+      format: v => formatValue(busy, v),
       markersAt: () => [],
       kindOf: () => 'other'
     };
@@ -123,7 +128,7 @@ function GpuLine(props: {
           palette={palette}
           label={label}
           windowS={stepS * (util.length - 1)}
-          range={{ bottom: '0', top: '100 %' }}
+          range={rangeLabels(busy, BUSY_RANGE[0], BUSY_RANGE[1])}
         />
       )}
     </li>

@@ -9,7 +9,9 @@
  */
 import * as React from 'react';
 
+import { CLUSTER_BUSY_PERCENT, CLUSTER_FREE_MEMORY_FRACTION, METRIC } from './catalogue.generated';
 import {
+  busyFill,
   formatMemory,
   formatPercent,
   formatPower,
@@ -65,16 +67,22 @@ export function ViewSwitch(props: { view: PanelView; onChange: (view: PanelView)
   );
 }
 
+const MEMORY_UNIT = METRIC.memory.unit;
+
 const HEAD_MAIN: readonly ISortColumn<HostSortKey>[] = [
   { key: 'host', label: 'Host', title: 'Sort by host name' },
   { key: 'gpus', label: 'GPUs', title: 'Sort by number of GPUs' },
-  { key: 'busy', label: 'Busy', title: 'Sort by busy GPUs (utilization of 10 % or more)' },
-  { key: 'free', label: 'Free', title: 'Sort by free GPUs (utilization and memory under 10 %)' },
+  { key: 'busy', label: 'Busy', title: `Sort by busy GPUs (utilization of ${CLUSTER_BUSY_PERCENT} % or more)` },
+  {
+    key: 'free',
+    label: 'Free',
+    title: `Sort by free GPUs (utilization under ${CLUSTER_BUSY_PERCENT} % and memory under ${CLUSTER_FREE_MEMORY_FRACTION * 100} %)`
+  },
   { key: 'utilization', label: 'Util', title: 'Sort by mean GPU utilization' }
 ];
 const HEAD_SUB: readonly ISortColumn<HostSortKey>[] = [
   { key: 'utilMax', label: 'max', title: 'Sort by the busiest GPU’s utilization' },
-  { key: 'memory', label: 'mem GiB', title: 'Sort by GPU memory used (GiB used / total)' },
+  { key: 'memory', label: `mem ${MEMORY_UNIT}`, title: `Sort by GPU memory used (${MEMORY_UNIT} used / total)` },
   { key: 'temperature', label: 'temp', title: 'Sort by the hottest GPU' },
   { key: 'power', label: 'power', title: 'Sort by power draw' }
 ];
@@ -264,7 +272,7 @@ const HostRow = React.memo(function HostRow(props: {
   const { host, open } = props;
   const onToggle = (): void => props.onToggle(host.hostname);
   const count = (n: number | null): string => (n === null || host.stale ? '—' : String(n));
-  const fill = host.stale || host.utilMean === null ? null : Math.min(1, Math.max(0, host.utilMean / 100));
+  const fill = host.stale || host.utilMean === null ? null : busyFill(host.utilMean);
   const classes = ['jp-GpuWidgets-hostRow', 'jp-GpuWidgets-clickRow', open ? 'jp-mod-open' : '', host.stale ? 'jp-mod-stale' : '', host.current ? 'jp-mod-current' : ''];
   return (
     <div
@@ -312,7 +320,7 @@ const HostRow = React.memo(function HostRow(props: {
         ) : (
           <>
             <span title="The busiest GPU's utilization">{formatPercent(host.utilMax)}</span>
-            <span title="GPU memory used / total (GiB)">{formatMemory(host.memUsedGiB, host.memTotalGiB, false)}</span>
+            <span title={`GPU memory used / total (${MEMORY_UNIT})`}>{formatMemory(host.memUsedGiB, host.memTotalGiB, false)}</span>
             <span title="The hottest GPU">{formatTemperature(host.tempMaxC)}</span>
             <span title="Power draw of all GPUs">{formatPower(host.powerW)}</span>
           </>

@@ -8,11 +8,12 @@
  */
 import * as React from 'react';
 
+import { CLUSTER_BUSY_PERCENT, CLUSTER_FREE_MEMORY_FRACTION } from './catalogue.generated';
 import { IGpu } from './gpus';
 import { useFlash } from './useFlash';
 
-export const FREE_BUSY_PERCENT = 10;
-export const FREE_MEMORY_FRACTION = 0.1;
+export const FREE_BUSY_PERCENT = CLUSTER_BUSY_PERCENT;
+export const FREE_MEMORY_FRACTION = CLUSTER_FREE_MEMORY_FRACTION;
 
 export const FREE_RULE = `free: busy under ${FREE_BUSY_PERCENT} % and under ${FREE_MEMORY_FRACTION * 100} % of its memory used`;
 

@@ -5,6 +5,7 @@
  *
  * Pure functions (no DOM): jest-tested.
  */
+import type { MetricId } from './catalogue.generated';
 import { IGpu } from './gpus';
 import { formatValue, IMetricReading, metricReading } from './metrics';
 import { IMetricInfo, SIMULATED_HINT } from './tokens';
@@ -21,7 +22,7 @@ export type ActivityFilter = 'all' | 'busy' | 'idle';
 export const IDLE_BELOW_PERCENT = 5;
 
 /** The catalogue metric each numeric column reads. */
-export const COLUMN_METRIC: { readonly [key in Exclude<SortKey, 'index'>]: string } = {
+export const COLUMN_METRIC: { readonly [key in Exclude<SortKey, 'index'>]: MetricId } = {
   busy: 'utilization',
   memory: 'memory',
   temperature: 'temperature',

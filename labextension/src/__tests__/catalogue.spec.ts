@@ -1,7 +1,9 @@
 /**
  * The metric catalogue the server serves: what the sidebar draws and the throttle words.
  */
+import { FALLBACK_ACTIVITY } from '../activity';
 import { parseCatalogue } from '../catalogue';
+import { CATALOGUE, GPM_FIELDS, METRIC, METRIC_IDS, SAMPLE_FIELDS } from '../catalogue.generated';
 import { catalogue, catalogueBody, metricInfo } from './utils';
 
 describe('Catalogue', () => {
@@ -20,6 +22,7 @@ describe('Catalogue', () => {
         'power_w',
         'sm_active_percent',
         'temperature_c',
+        'temperature_slowdown_c', // the temperature chart's top follows it
         'tensor_active_percent',
         'utilization_gpu_percent',
         'utilization_memory_percent'
@@ -73,5 +76,43 @@ describe('parseCatalogue', () => {
     expect(() => parseCatalogue({ ...body, throttle_reasons: [{ name: 'x', label: 'x' }] })).toThrow(
       'throttle reason 0 of the catalogue needs a string name and label and a boolean slowdown'
     );
+  });
+});
+
+describe('the generated catalogue (catalogue.generated.ts, `jlpm gen:catalogue`)', () => {
+  // Its staleness against gpu_widgets/metrics/catalogue.py is checked by `jlpm check:catalogue`
+  // and tests/test_catalogue_generated.py; here: that what the sidebar builds on it agrees.
+  it('is a catalogue the sidebar accepts, every metric reading a sample field', () => {
+    const c = parseCatalogue(JSON.parse(JSON.stringify(CATALOGUE)));
+    expect(c.metrics.map(m => m.id)).toEqual([...METRIC_IDS]);
+    for (const m of CATALOGUE.metrics) {
+      expect(METRIC[m.id as keyof typeof METRIC]).toBe(m);
+      expect(SAMPLE_FIELDS).toContain(m.field);
+      if (m.y_max_field !== null) {
+        expect(SAMPLE_FIELDS).toContain(m.y_max_field);
+      }
+    }
+    expect(SAMPLE_FIELDS).toEqual(expect.arrayContaining([...GPM_FIELDS]));
+  });
+
+  it('is the test catalogue, the stand-in help sentences aside', () => {
+    const words = (body: { metrics: readonly object[] }): object[] => body.metrics.map(m => ({ ...m, help: '' }));
+    expect(words(catalogueBody())).toEqual(words(CATALOGUE));
+    expect(catalogueBody().throttle_reasons).toEqual(CATALOGUE.throttle_reasons);
+    // A server from before GPM: the metrics that read a GPM field are missing, nothing else.
+    expect(catalogueBody([], false).metrics.map(m => m.id)).toEqual(
+      CATALOGUE.metrics.filter(m => !GPM_FIELDS.some(f => f === m.field)).map(m => m.id)
+    );
+  });
+
+  it('gives the cards their GPM rows for an older server, in the catalogue\'s words and units', () => {
+    for (const row of FALLBACK_ACTIVITY) {
+      const { help, views, ...rest } = row;
+      const { help: served, views: all, ...want } = METRIC[row.id as keyof typeof METRIC];
+      expect(rest).toEqual(want);
+      expect(views).toEqual(['sidebar']);
+      expect(all).toContain('sidebar');
+      expect(help).not.toBe(served); // the card's own explanation (ACTIVITY_HELP)
+    }
   });
 });

@@ -41,6 +41,7 @@ describe('GpuModel: the metric catalogue', () => {
         'power_w',
         'sm_active_percent',
         'temperature_c',
+        'temperature_slowdown_c', // the temperature chart's top follows it
         'tensor_active_percent',
         'utilization_gpu_percent',
         'utilization_memory_percent'

@@ -88,7 +88,7 @@ describe('chartRange', () => {
   it('never clips the data, and fits the data where the catalogue gives no end', () => {
     const cols = columns({ power: 750, temp: 60 }, all);
     expect(chartRange(m('power'), cols, null)).toEqual([0, 750]); // above the limit
-    const [lo, hi] = chartRange(m('temperature'), cols, null); // y_min and y_max null
+    const [lo, hi] = chartRange(m('temperature'), cols, null); // its top follows a field these columns lack
     expect(lo).toBeLessThan(60);
     expect(hi).toBeGreaterThan(60);
   });

@@ -4,6 +4,7 @@
  * answer like the real one.
  */
 import { Catalogue } from '../catalogue';
+import { CATALOGUE, GPM_FIELDS } from '../catalogue.generated';
 import { ILatestValues } from '../format';
 import { GpuModel } from '../model';
 import { Query, requestAPI } from '../request';
@@ -119,47 +120,19 @@ export function metricInfo(
 }
 
 /**
- * `GET metrics` as the server answers it today (gpu_widgets.metrics.catalogue.catalogue_json);
- * `extra` metrics are appended; `gpm: false` answers as a server from before the GPM metrics.
- * The browser tests run the sidebar against the real one.
+ * `GET metrics` as the server answers it today: this version's catalogue (catalogue.generated.ts,
+ * made from gpu_widgets/metrics/catalogue.py), each help sentence a stand-in ("GPU busy: what it
+ * means.") so that tests tell where words come from; `extra` metrics are appended; `gpm: false`
+ * answers as a server from before the GPM metrics. The browser tests run the sidebar against the
+ * real one.
  */
 export function catalogueBody(extra: IMetricInfo[] = [], gpm = true): IMetricsCatalogue {
+  const metrics = CATALOGUE.metrics
+    .filter(m => gpm || !GPM_FIELDS.some(f => f === m.field))
+    .map(m => ({ ...m, help: `${m.label}: what it means.`, views: [...m.views] }));
   return {
-    metrics: [
-      metricInfo('utilization', 'utilization_gpu_percent', 'GPU busy', '%', { y_max: 100 }),
-      ...(gpm
-        ? [
-            metricInfo('sm_active', 'sm_active_percent', 'SM active', '%', { y_max: 100 }),
-            metricInfo('tensor_active', 'tensor_active_percent', 'Tensor active', '%', {
-              y_max: 100,
-              views: ['sidebar', 'monitor', 'summary']
-            })
-          ]
-        : []),
-      metricInfo('memory', 'memory_used_bytes', 'GPU memory', 'GiB', {
-        scale: 1 / GIB,
-        decimals: 1,
-        y_max_field: 'memory_total_bytes'
-      }),
-      metricInfo('memory_controller', 'utilization_memory_percent', 'Memory controller busy', '%', {
-        y_max: 100,
-        views: ['sidebar']
-      }),
-      metricInfo('temperature', 'temperature_c', 'GPU temperature', '°C', { y_min: null }),
-      metricInfo('power', 'power_w', 'GPU power', 'W', { y_max_field: 'power_limit_w' }),
-      ...extra
-    ],
-    throttle_reasons: [
-      { name: 'sw_power_cap', label: 'power cap', slowdown: true },
-      { name: 'sw_thermal_slowdown', label: 'thermal (software)', slowdown: true },
-      { name: 'hw_thermal_slowdown', label: 'thermal (hardware)', slowdown: true },
-      { name: 'hw_power_brake_slowdown', label: 'power brake (hardware)', slowdown: true },
-      { name: 'hw_slowdown', label: 'hardware slowdown', slowdown: true },
-      { name: 'sync_boost', label: 'sync boost', slowdown: false },
-      { name: 'applications_clocks_setting', label: 'application clocks setting', slowdown: false },
-      { name: 'display_clock_setting', label: 'display clock setting', slowdown: false },
-      { name: 'gpu_idle', label: 'idle', slowdown: false }
-    ]
+    metrics: [...metrics, ...extra],
+    throttle_reasons: CATALOGUE.throttle_reasons.map(r => ({ ...r }))
   };
 }
 
