@@ -15,7 +15,7 @@ from tornado.httpclient import HTTPClientError
 
 from gpu_widgets.export.families import PROCESS_SERIES_MAX
 from gpu_widgets.sampling.snapshot import PROCESSES_SHOWN
-from gpu_widgets.server.process_pages import MAX_LIMIT, MAX_ROWS
+from gpu_widgets.service.process_pages import MAX_LIMIT, MAX_ROWS
 
 from .api_schema import validate_response
 from .test_server_api import PREFIX, get_json, wait_for

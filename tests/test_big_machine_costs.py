@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from gpu_widgets.sampling.snapshot import by_memory
-from gpu_widgets.server import json_pieces
+from gpu_widgets.service import json_pieces
 
 SNAPSHOT = {
     "backend": "simulated", "status": "ok", "timestamp": 1.5, "cuda_visible_devices": None,
@@ -60,7 +60,7 @@ def test_processes_are_ordered_by_memory_then_pid_unknown_memory_last_and_the_li
 
 FREEZE = textwrap.dedent("""
     import gc, json, sys
-    from gpu_widgets.server import gc_heap
+    from gpu_widgets.service import gc_heap
     def snap(n):
         return {"devices": [{"processes": [{"pid": k} for k in range(n)]}, {"processes": None}, {}]}
     out = [gc_heap.freeze_once_big(snap(gc_heap.BIG_MACHINE_PROCESSES - 1)), gc.get_freeze_count()]
@@ -78,7 +78,7 @@ def test_a_big_machine_freezes_the_heap_once_per_process_and_a_small_one_never()
 
 def test_the_server_freezes_only_when_told_and_is_told_by_default():
     from gpu_widgets.server.app import GpuWidgets
-    from gpu_widgets.server.service import GpuService
+    from gpu_widgets.service.service import GpuService
 
     assert GpuWidgets.freeze_gc_on_big_machines.default_value is True
     assert GpuService().freeze_gc_on_big_machines is False  # a service made in Python (tests, tools) never does
@@ -88,7 +88,7 @@ async def test_an_answer_per_sample_is_made_once_for_those_asking_together_and_a
     import asyncio
     import threading
 
-    from gpu_widgets.server.shared_answers import PerSample
+    from gpu_widgets.service.shared_answers import PerSample
 
     shared, calls, gate = PerSample(), [], threading.Event()
 

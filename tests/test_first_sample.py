@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gpu_widgets.server.service import FIRST_SAMPLE
+from gpu_widgets.service.service import FIRST_SAMPLE
 
 from .test_prometheus_export import scrape, series
 from .test_server_api import get_json

@@ -104,7 +104,7 @@ async def test_a_heavy_request_runs_off_the_event_loop_and_an_increment_on_it(ma
 def hand_ticked_service():
     """A service over 2 simulated GPUs whose sampler is ticked by hand (30 samples to start)."""
     from gpu_widgets.backends import SimulatedBackend
-    from gpu_widgets.server.service import GpuService
+    from gpu_widgets.service.service import GpuService
 
     service = GpuService(backend=SimulatedBackend(n_gpus=2, seed=1), interval_s=0.1, window_s=60.0)
     service.start_in_background()
@@ -140,7 +140,7 @@ def test_identical_requests_waiting_for_the_worker_share_one_answer():
 
 
 def test_a_whole_window_answer_serves_for_a_second_then_brings_the_new_samples(monkeypatch):
-    from gpu_widgets.server import samples as samples_module
+    from gpu_widgets.service import samples as samples_module
 
     service = hand_ticked_service()
     first = service.samples.json(None, 100)

@@ -11,7 +11,7 @@ from gpu_widgets.backends.nvml.backend import NvmlBackend
 from gpu_widgets.metrics import samples, throttle
 from gpu_widgets.metrics.fields import FAST_FIELDS, SAMPLE_FIELDS, SLOW_FIELDS
 from gpu_widgets.sampling.snapshot import aged, empty, public, take, with_status
-from gpu_widgets.server.service import GpuService
+from gpu_widgets.service.service import GpuService
 
 from .fake_nvml import build_fake_nvml, fake_nvml_env, write_config
 from .fake_pynvml import FakeNvml, h100

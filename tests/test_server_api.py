@@ -317,7 +317,7 @@ def test_a_child_of_a_kernel_belongs_to_that_kernel():
     import subprocess
     import sys
 
-    from gpu_widgets.server.kernels import owning_kernel
+    from gpu_widgets.service.attribution import owning_kernel
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -366,7 +366,7 @@ def test_tabs_opening_at_once_share_one_whole_window_answer():
     from concurrent.futures import ThreadPoolExecutor
 
     from gpu_widgets.backends import SimulatedBackend
-    from gpu_widgets.server.service import GpuService
+    from gpu_widgets.service.service import GpuService
 
     service = GpuService(backend=SimulatedBackend(n_gpus=2, seed=1), interval_s=0.1, window_s=60.0)
     service.start_in_background()

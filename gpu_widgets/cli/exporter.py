@@ -175,14 +175,14 @@ def main(args: argparse.Namespace) -> int:
 
     from ..export.exposition import CONTENT_TYPE_LATEST, Exposition
     from ..export.families import exported_processes
-    from ..server import privacy
-    from ..server.service import GpuService
+    from ..service import privacy
+    from ..service.service import GpuService
 
     hostname = args.hostname.strip() or socket.gethostname()
     service = GpuService(backend_choice=args.backend, interval_s=args.interval_s,
                          show_other_users_processes=args.show_other_users_processes)
     exposition = Exposition(hostname)
-    me = None if args.show_other_users_processes else privacy.server_uid()
+    me = privacy.full_view_uid(args.show_other_users_processes)
 
     def processes(snap: Any) -> Any:
         if me is None:

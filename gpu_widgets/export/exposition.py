@@ -161,7 +161,7 @@ def simulated_choice(choice: str | None) -> bool:
 
 
 def health_of(service: Any, hostname: str) -> Health:
-    """The health of a ``GpuService`` (server/service.py) right now: no driver call, the status
+    """The health of a ``GpuService`` (service/service.py) right now: no driver call, the status
     and staleness it works out from the clock."""
     status = service.status()
     sampler = service.sampler if service.ready else None

@@ -1,9 +1,9 @@
 """Feeds the alert engine in a running server: the sampler's snapshots, and this server's kernels.
 
 The engine subscribes to the sampler once the backend has opened (that happens on a thread, see
-service.py). Every few seconds, and only while GPU processes and kernels both exist, the GPU
-processes are matched to this server's kernels (a /proc walk, so in a worker thread) and the
-result handed to the engine; the sampler thread never waits for that.
+gpu_widgets/service/service.py). Every few seconds, and only while GPU processes and kernels both
+exist, the GPU processes are matched to this server's kernels (a /proc walk, so in a worker
+thread) and the result handed to the engine; the sampler thread never waits for that.
 """
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from typing import Any
 from tornado.ioloop import PeriodicCallback
 
 from ..alerts import AlertEngine, KernelRef
+from ..service.attribution import owning_kernel
+from ..service.service import GpuService
 from . import kernels
-from .service import GpuService
 
 ATTRIBUTION_S = 5.0
 
@@ -26,7 +27,7 @@ def owners_of(pids: Iterable[int], roots: dict[int, str], paths: dict[str, str])
     """pid -> the kernel that owns it (the kernel's process or a descendant); others are left out."""
     out = {}
     for pid in set(pids):
-        kernel_id = kernels.owning_kernel(pid, roots)
+        kernel_id = owning_kernel(pid, roots)
         if kernel_id is not None:
             out[pid] = KernelRef(kernel_id, paths.get(kernel_id))
     return out

@@ -30,20 +30,20 @@ ENGINE_KEY = "gpu_widgets_alerts"
 MAX_SETTINGS_BYTES = 4096
 
 
-class AlertsHandler(BaseApiHandler):
-    allowed_params = ("since",)
-
+class _AlertsApiHandler(BaseApiHandler):
     @property
     def engine(self) -> AlertEngine:
         return self.settings[ENGINE_KEY]
 
+
+class AlertsHandler(_AlertsApiHandler):
+    allowed_params = ("since",)
+
     @web.authenticated
     def get(self) -> None:
         self.check_params()
-        try:
+        with params.as_bad_request():
             since = params.unix_seconds(self.request.arguments, "since")
-        except params.BadParameter as exc:
-            raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
         self.set_header("Content-Type", "application/json")
         server_time = f',"server_time":{json.dumps(time.time())}}}'
         if since is not None:
@@ -63,11 +63,7 @@ class AlertsHandler(BaseApiHandler):
         return None  # set from the version where it applies; hashing each answer is wasted work
 
 
-class AlertSettingsHandler(BaseApiHandler):
-    @property
-    def engine(self) -> AlertEngine:
-        return self.settings[ENGINE_KEY]
-
+class AlertSettingsHandler(_AlertsApiHandler):
     @web.authenticated
     def put(self) -> None:
         self.check_params()
@@ -78,27 +74,24 @@ class AlertSettingsHandler(BaseApiHandler):
                                 reason="alerts_off")
         body = self.request.body
         if len(body) > MAX_SETTINGS_BYTES:
-            raise web.HTTPError(400, f"the body is {len(body):,} bytes; alert settings take at most "
-                                f"{MAX_SETTINGS_BYTES:,}", reason="bad_parameter")
+            raise params.bad_request(f"the body is {len(body):,} bytes; alert settings take at most "
+                                     f"{MAX_SETTINGS_BYTES:,}")
         try:
             changes = read_object(body, "alert settings")
         except BadBody as exc:
-            # "%s": the message holds what was sent, and tornado's log formats log_message with %
-            raise web.HTTPError(400, "%s", f"{exc} (fields: {', '.join(FIELDS)})", reason="bad_parameter") from None
+            raise params.bad_request(f"{exc} (fields: {', '.join(FIELDS)})") from None
         if not changes:
-            raise web.HTTPError(400, f"the body must be a JSON object with at least one of: {', '.join(FIELDS)}",
-                                reason="bad_parameter")
+            raise params.bad_request(f"the body must be a JSON object with at least one of: {', '.join(FIELDS)}")
         unknown = sorted(set(changes) - set(FIELDS))
         if unknown:
             named = ", ".join(cut(name) for name in unknown[:5])
             if len(unknown) > 5:
                 named += f" and {len(unknown) - 5} more"
-            raise web.HTTPError(400, "%s", f"unknown alert setting(s) {named} (valid: {', '.join(FIELDS)})",
-                                reason="bad_parameter")
+            raise params.bad_request(f"unknown alert setting(s) {named} (valid: {', '.join(FIELDS)})")
         try:
             limits = check_thresholds({**engine.settings(), **changes}, str)
         except ValueError as exc:
-            raise web.HTTPError(400, "%s", str(exc), reason="bad_parameter") from None
+            raise params.bad_request(str(exc)) from None
         engine.set_limits(limits)
         self.log.info("gpu-widgets alerts: settings changed to %s", engine.settings())
         self.send(engine.settings())

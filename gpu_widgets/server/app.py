@@ -10,13 +10,13 @@ from ..alerts.settings import AlertSettings
 from ..backends import CHOICES
 from ..cluster.settings import ClusterSettings
 from ..sampling.sampler import DEFAULT_INTERVAL_S, DEFAULT_SLOW_INTERVAL_S, DEFAULT_WINDOW_S, MAX_SLOW_INTERVAL_S, MIN_INTERVAL_S
+from ..service.service import GpuService
 from ..settings_check import check_number
 from .alerts_feed import AlertsFeed
 from .alerts_handler import ENGINE_KEY, AlertSettingsHandler, AlertsHandler
 from .cluster_handler import ClusterHandler
 from .handlers import route_table
 from .metrics_handler import ALLOW_KEY, HOSTNAME_KEY, metrics_route
-from .service import GpuService
 
 API_PREFIX = "/gpu-widgets/api/v1"
 # The sampler's settings: trait -> (is the value allowed, the rule in words)

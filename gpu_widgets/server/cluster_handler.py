@@ -28,13 +28,13 @@ def host_param(arguments: dict[str, list[bytes]]) -> str | None:
     host = values[0].decode("utf-8", "replace")
     problem = host_problem(host)
     if problem is not None:
-        raise web.HTTPError(400, f"host: expected a host name as the overview lists it (its Hostname label), "
-                            f"got {problem}: {host[:80]!r}", reason="bad_parameter")
+        raise params.bad_request(f"host: expected a host name as the overview lists it (its Hostname label), "
+                                 f"got {problem}: {host[:80]!r}")
     return host
 
 
 def page_query(arguments: dict[str, list[bytes]]) -> pages.PageQuery:
-    try:
+    with params.as_bad_request():
         return pages.PageQuery(
             filter=params.text(arguments, "filter", pages.MAX_FILTER_CHARS),
             activity=params.choice(arguments, "activity", pages.ACTIVITIES, "all"),
@@ -42,8 +42,6 @@ def page_query(arguments: dict[str, list[bytes]]) -> pages.PageQuery:
             descending=params.flag(arguments, "descending"),
             offset=params.bounded_int(arguments, "offset", 0, 0, pages.MAX_OFFSET),
             limit=params.bounded_int(arguments, "limit", pages.MAX_PAGE_ROWS, 1, pages.MAX_PAGE_ROWS))
-    except params.BadParameter as exc:
-        raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
 
 
 class ClusterHandler(BaseApiHandler):
@@ -63,7 +61,7 @@ class ClusterHandler(BaseApiHandler):
         else:
             given = [name for name in PAGE_PARAMS if name in self.request.arguments]
             if given:
-                raise web.HTTPError(400, f"{given[0]}: only for the overview, not with host", reason="bad_parameter")
+                raise params.bad_request(f"{given[0]}: only for the overview, not with host")
             answer = await self.cluster.detail(host)
             if answer.payload is None:
                 raise web.HTTPError(404, f"Prometheus has no GPUs with Hostname={host!r} in the last "

@@ -10,6 +10,7 @@ import json
 import time
 from functools import lru_cache
 from importlib import resources
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
@@ -17,8 +18,9 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..metrics import catalogue
-from . import kernels, params, privacy, process_pages
-from .service import GpuService
+from ..service import privacy, process_pages
+from ..service.service import GpuService
+from . import kernels, params
 
 DEFAULT_MAX_POINTS = 600
 # A history request covering at most this many samples x GPUs (~1 ms of work) is answered on the
@@ -32,6 +34,7 @@ BIG_ANSWER_BYTES = 1 << 16
 # How long a browser may reuse the metric catalogue without asking (it is fixed while the server
 # runs; a restart with another version may change it, so not forever).
 METRICS_MAX_AGE_S = 300
+PROCESS_PARAMS = ("offset", "limit", "gpu")
 
 
 @lru_cache(maxsize=1)
@@ -53,6 +56,21 @@ def catalogue_document() -> str:
     return body
 
 
+def process_query(arguments: Mapping[str, Sequence[bytes]],
+                  devices: Sequence[Mapping[str, Any]]) -> tuple[int, int, int | None]:
+    """(offset, limit, gpu index or None) of a ``processes`` page; raises ``params.BadParameter``."""
+    offset = params.bounded_int(arguments, "offset", 0, 0, process_pages.MAX_OFFSET)
+    limit = params.bounded_int(arguments, "limit", process_pages.DEFAULT_LIMIT, 1, process_pages.MAX_LIMIT)
+    gpu = None
+    if arguments.get("gpu"):
+        gpu = params.bounded_int(arguments, "gpu", 0, 0, process_pages.MAX_OFFSET)
+        indices = [d["index"] for d in devices]
+        if gpu not in indices:
+            known = ", ".join(map(str, indices)) or "none yet"
+            raise params.BadParameter("gpu", f"no GPU with index {gpu} (indices: {known})")
+    return offset, limit, gpu
+
+
 class BaseApiHandler(APIHandler):
     """Shared plumbing: the service, strict parameters, and errors as ``{"code", "message"}``."""
 
@@ -67,10 +85,8 @@ class BaseApiHandler(APIHandler):
         self.set_header("Cache-Control", "no-store")
 
     def check_params(self) -> None:
-        try:
+        with params.as_bad_request():
             params.check_known(self.request.arguments, self.allowed_params)
-        except params.BadParameter as exc:
-            raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
 
     def send(self, payload: Any) -> None:
         self.set_header("Content-Type", "application/json")
@@ -112,7 +128,7 @@ class BaseApiHandler(APIHandler):
 
     def _me(self) -> int | None:
         """The uid whose processes are shown in full; None when every process may be shown."""
-        return None if self.service.show_other_users_processes else privacy.server_uid()
+        return privacy.full_view_uid(self.service.show_other_users_processes)
 
 
 class StatusHandler(BaseApiHandler):
@@ -141,10 +157,8 @@ class LatestHandler(BaseApiHandler):
     @web.authenticated
     async def get(self) -> None:
         self.check_params()
-        try:
+        with params.as_bad_request():
             gpm = params.flag(self.request.arguments, "gpm")
-        except params.BadParameter as exc:
-            raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
         sampler = self.service.sampler
         if gpm and sampler is not None:
             # A lease, renewed by each such request: GPM stops GPM_LEASE_S after the client stops asking.
@@ -173,13 +187,11 @@ class SamplesHandler(BaseApiHandler):
     @web.authenticated
     async def get(self) -> None:
         self.check_params()
-        try:
+        with params.as_bad_request():
             since = params.unix_seconds(self.request.arguments, "since")
             max_points = params.bounded_int(
                 self.request.arguments, "max_points", DEFAULT_MAX_POINTS, MIN_MAX_POINTS, self.service.max_points_limit
             )
-        except params.BadParameter as exc:
-            raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
         if since is not None and self.service.samples.cost(since) <= INLINE_HISTORY_VALUES:
             # A poll's increment (a few samples, ~0.1 ms): on the loop. Handing it to a thread costs
             # more: the loop then waits for the GIL at each hand-over (p95 22 ms at 100 pollers).
@@ -199,17 +211,15 @@ class SamplesHandler(BaseApiHandler):
 class ProcessesHandler(BaseApiHandler):
     """Every GPU process, one page at a time (process_pages.py): the largest first."""
 
-    allowed_params = process_pages.ALLOWED
+    allowed_params = PROCESS_PARAMS
 
     @web.authenticated
     async def get(self) -> None:
         self.check_params()
         snap = self.service.latest()
         devices = snap["devices"] if snap else []
-        try:
-            offset, limit, gpu = process_pages.query(self.request.arguments, devices)
-        except params.BadParameter as exc:
-            raise web.HTTPError(400, str(exc), reason="bad_parameter") from None
+        with params.as_bad_request():
+            offset, limit, gpu = process_query(self.request.arguments, devices)
         listed, limit = process_pages.page(devices, offset, limit, gpu)
         paths = await kernels.notebook_paths(self.session_manager, self.log)
         roots = kernels.kernel_root_pids(self.kernel_manager)

@@ -1,9 +1,11 @@
-"""Which notebook holds a GPU: map GPU processes to this server's kernels and their sessions."""
+"""This server's kernels and their notebooks, read from jupyter_server's kernel and session managers.
+
+The maps made here (kernel pid -> kernel id, kernel id -> notebook path) are what
+gpu_widgets/service/attribution.py matches GPU processes against.
+"""
 from __future__ import annotations
 
 from typing import Any
-
-import psutil
 
 
 def kernel_root_pids(kernel_manager: Any) -> dict[int, str]:
@@ -33,43 +35,3 @@ async def notebook_paths(session_manager: Any, log: Any) -> dict[str, str]:
     except Exception:
         log.warning("gpu-widgets: could not list sessions for kernel attribution", exc_info=True)
     return paths
-
-
-def owning_kernel(pid: int, roots: dict[int, str]) -> str | None:
-    """The kernel whose process is ``pid`` or one of its ancestors (a DataLoader worker, a
-    ``!python train.py`` started from the notebook)."""
-    if pid in roots:
-        return roots[pid]
-    try:
-        for parent in psutil.Process(pid).parents():
-            if parent.pid in roots:
-                return roots[parent.pid]
-    except psutil.Error:
-        pass
-    return None
-
-
-def attribute(devices: list[dict[str, Any]], roots: dict[int, str], paths: dict[str, str]) -> list[dict[str, Any]]:
-    """Per device, its processes with ``kernel_id`` and ``notebook_path`` (null when not ours).
-
-    Runs in a worker thread: psutil reads /proc.
-    """
-    out = []
-    for dev in devices:
-        procs = []
-        for proc in dev.get("processes") or ():
-            kernel_id = owning_kernel(proc["pid"], roots) if roots else None
-            procs.append({**proc, "kernel_id": kernel_id, "notebook_path": paths.get(kernel_id) if kernel_id else None})
-        unavailable = {}
-        if dev.get("processes") is None:
-            reason = (dev.get("unavailable") or {}).get("processes", "not available")
-            unavailable["processes"] = reason
-        out.append({
-            "index": dev["index"],
-            "uuid": dev.get("uuid"),
-            "name": dev.get("name"),
-            "status": dev.get("status"),
-            "processes": procs if dev.get("processes") is not None else None,
-            "unavailable": unavailable,
-        })
-    return out

@@ -12,9 +12,10 @@ from typing import Any
 
 from tornado import web
 
-from . import kernels, privacy
+from ..service import attribution, privacy
+from ..service.service import GpuService
+from . import kernels
 from .handlers import BaseApiHandler
-from .service import GpuService
 
 try:  # jupyter_server >= 2.13 checks auth before the handler unless told the handler does it
     from jupyter_server.auth.decorator import allow_unauthenticated
@@ -65,7 +66,7 @@ class ServerScrapes:
         if any(dev.get("processes") for dev in snap["devices"]):
             paths = await kernels.notebook_paths(handler.session_manager, handler.log)
             roots = kernels.kernel_root_pids(handler.kernel_manager)
-        me = None if self.service.show_other_users_processes else privacy.server_uid()
+        me = privacy.full_view_uid(self.service.show_other_users_processes)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, self._render_sync, snap, roots, paths, me)
 
@@ -75,7 +76,7 @@ class ServerScrapes:
         processes: dict[int, Any] = {}
         # Only the processes that get a series are attributed (a /proc walk each) and redacted.
         cut = [{**dev, "processes": exported_processes(dev.get("processes"))} for dev in snap["devices"]]
-        for dev in kernels.attribute(cut, roots, paths):
+        for dev in attribution.attribute(cut, roots, paths):
             procs = dev["processes"]
             if procs is not None and me is not None:
                 procs = [privacy.redact_process(p, me) for p in procs]

@@ -1,8 +1,18 @@
-"""Query parameters: parsed strictly, with a message that names the parameter and the problem."""
+"""Query parameters: parsed strictly, with a message that names the parameter and the problem.
+
+A handler parses inside ``with params.as_bad_request():``, which turns ``BadParameter`` into the
+API's one answer for it: a 400 ``{"code": "bad_parameter", "message": ...}``.
+"""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TypeVar
+
+from tornado import web
+
+T = TypeVar("T")
 
 # Jupyter's own auth parameters may ride along on any request.
 IGNORED = frozenset({"token", "_xsrf"})
@@ -12,6 +22,21 @@ class BadParameter(ValueError):
     def __init__(self, name: str, message: str) -> None:
         super().__init__(f"{name}: {message}")
         self.name = name
+
+
+def bad_request(message: str) -> web.HTTPError:
+    """The 400 for a request the API refuses, ``message`` saying why (it may hold what was sent)."""
+    # "%s": tornado's log formats log_message with %, and the message may hold a '%' that was sent
+    return web.HTTPError(400, "%s", message, reason="bad_parameter")
+
+
+@contextmanager
+def as_bad_request() -> Iterator[None]:
+    """A ``BadParameter`` raised inside becomes ``bad_request`` with its message."""
+    try:
+        yield
+    except BadParameter as exc:
+        raise bad_request(str(exc)) from None
 
 
 def _cache_buster(name: str, values: Sequence[bytes]) -> bool:
@@ -36,14 +61,18 @@ def _one(arguments: Mapping[str, Sequence[bytes]], name: str) -> str | None:
     return values[0].decode("utf-8", "replace").strip()
 
 
+def _converted(name: str, raw: str, convert: Callable[[str], T], expected: str) -> T:
+    try:
+        return convert(raw)
+    except ValueError:
+        raise BadParameter(name, f"expected {expected}, got {raw!r}") from None
+
+
 def unix_seconds(arguments: Mapping[str, Sequence[bytes]], name: str) -> float | None:
     raw = _one(arguments, name)
     if raw is None:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadParameter(name, f"expected unix seconds (a number), got {raw!r}") from None
+    value = _converted(name, raw, float, "unix seconds (a number)")
     if not math.isfinite(value) or value < 0:
         raise BadParameter(name, f"expected unix seconds >= 0, got {raw!r}")
     return value
@@ -53,10 +82,7 @@ def bounded_int(arguments: Mapping[str, Sequence[bytes]], name: str, default: in
     raw = _one(arguments, name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadParameter(name, f"expected a whole number from {lo} to {hi}, got {raw!r}") from None
+    value = _converted(name, raw, int, f"a whole number from {lo} to {hi}")
     if not lo <= value <= hi:
         raise BadParameter(name, f"expected a whole number from {lo} to {hi}, got {value}")
     return value

@@ -1,9 +1,9 @@
-"""The server's one GPU service: owns the sampler and answers handlers from memory only.
+"""A process's one GPU service (the Jupyter server's, the exporter's): owns the sampler, answers from memory.
 
 Everything that touches NVML (opening the backend, sampling, refreshing a spec card after a GPU
-comes back) runs on the sampler's threads; handlers read ``latest``, the cached device info and
-the history, so the event loop never waits on the driver and the NVML call rate does not depend
-on how many clients poll.
+comes back) runs on the sampler's threads; its readers (HTTP handlers, scrapes) read ``latest``,
+the cached device info and the history, so an event loop never waits on the driver and the NVML
+call rate does not depend on how many clients poll.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ..metrics.samples import Snapshot
 from ..sampling.sampler import Sampler
 from ..sampling.snapshot import aged, empty, public
 from ..sampling.stall import STALE, stale_after_s, waiting_on
+from ..store.history import History
 from . import gc_heap, json_pieces
 from .privacy import redact_snapshot
 from .samples import SamplesAnswers
@@ -63,7 +64,7 @@ class GpuService:
         self._opening_since: float | None = None
         self._stopped = False
         self._latest_json: tuple[Snapshot, int | None, bytes] | None = None
-        self.samples = SamplesAnswers(self, max_response_points)
+        self.samples = SamplesAnswers(self._history, self.latest, self.status, max_response_points)
         # samples/latest and processes pages of a big machine, shared by the requests of one sample.
         self.latest_shared, self.pages_shared = PerSample(), PerSample()
 
@@ -125,7 +126,7 @@ class GpuService:
         if self.freeze_gc_on_big_machines:
             gc_heap.freeze_once_big(snapshot, self.log)
 
-    # -- what handlers read --------------------------------------------------------------------
+    # -- what its readers use ------------------------------------------------------------------
     @property
     def ready(self) -> bool:
         return self._ready.is_set() and self.sampler is not None
@@ -174,6 +175,9 @@ class GpuService:
 
     def latest(self) -> Snapshot | None:
         return self.sampler.latest if self.sampler is not None else None
+
+    def _history(self) -> History | None:
+        return self.sampler.history if self.sampler is not None else None
 
     def pending_answer(self) -> dict[str, Any]:
         """The ``samples/latest`` answer before the first sample: no devices, the status of now."""

@@ -20,6 +20,12 @@ def server_uid() -> int:
     return os.getuid()
 
 
+def full_view_uid(show_other_users_processes: bool) -> int | None:
+    """The uid whose processes are shown in full; None when every process is
+    (``GpuWidgets.show_other_users_processes``, ``--show-other-users-processes``)."""
+    return None if show_other_users_processes else server_uid()
+
+
 def redact_process(proc: Mapping[str, Any], me: int) -> Mapping[str, Any]:
     """A copy of ``proc`` with name, uid, user and command nulled when uid ``me`` does not own it."""
     owner = proc.get("uid")

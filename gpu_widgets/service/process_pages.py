@@ -11,28 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import json_pieces, kernels, params, privacy
+from . import attribution, json_pieces, privacy
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 # ~700 bytes a process with its kernel and notebook: an answer stays near 1.5 MB.
 MAX_ROWS = 2000
 MAX_OFFSET = 1 << 31
-ALLOWED = ("offset", "limit", "gpu")
-
-
-def query(arguments: Mapping[str, Sequence[bytes]], devices: Sequence[Mapping[str, Any]]) -> tuple[int, int, int | None]:
-    """(offset, limit, gpu index or None) from the query string; raises ``params.BadParameter``."""
-    offset = params.bounded_int(arguments, "offset", 0, 0, MAX_OFFSET)
-    limit = params.bounded_int(arguments, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    gpu = None
-    if arguments.get("gpu"):
-        gpu = params.bounded_int(arguments, "gpu", 0, 0, MAX_OFFSET)
-        indices = [d["index"] for d in devices]
-        if gpu not in indices:
-            known = ", ".join(map(str, indices)) or "none yet"
-            raise params.BadParameter("gpu", f"no GPU with index {gpu} (indices: {known})")
-    return offset, limit, gpu
 
 
 def page(devices: Sequence[Mapping[str, Any]], offset: int, limit: int,
@@ -51,7 +36,7 @@ def page(devices: Sequence[Mapping[str, Any]], offset: int, limit: int,
 
 
 def with_totals(attributed: list[dict[str, Any]], listed: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The attributed devices (kernels.attribute) with ``processes_total`` after their processes."""
+    """The attributed devices (attribution.attribute) with ``processes_total`` after their processes."""
     out = []
     for dev, cut in zip(attributed, listed):
         shaped: dict[str, Any] = {}
@@ -70,7 +55,7 @@ def answer(head: Mapping[str, Any], listed: Sequence[Mapping[str, Any]], roots: 
 
     def shaped(cut: Any) -> dict[str, Any]:
         # One device at a time, encoded at once (json_pieces.py): its copies die young.
-        dev = kernels.attribute([cut], roots, paths)[0]
+        dev = attribution.attribute([cut], roots, paths)[0]
         if me is not None and dev["processes"]:
             dev["processes"] = [privacy.redact_process(p, me) for p in dev["processes"]]
         return with_totals([dev], [cut])[0]

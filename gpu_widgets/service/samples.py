@@ -17,12 +17,13 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from json import dumps as _dumps
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..metrics.throttle import json_names
 
 if TYPE_CHECKING:
-    from .service import GpuService
+    from ..store.history import History
 
 HISTORY_WORKERS = 1
 # How long the history worker runs before it lets the event loop in (see _make).
@@ -48,8 +49,13 @@ def release_freed_memory() -> None:
 
 
 class SamplesAnswers:
-    def __init__(self, service: GpuService, max_response_points: int = 32000) -> None:
-        self.service = service
+    """The answers over one sampler's history. Handed what they read, as callables because the
+    sampler exists only once the backend has opened (on a thread): ``store`` its ``History``
+    (None before), ``latest`` its latest snapshot, ``status`` the service's status of now."""
+
+    def __init__(self, store: Callable[[], History | None], latest: Callable[[], Mapping[str, Any] | None],
+                 status: Callable[[], Mapping[str, Any]], max_response_points: int = 32000) -> None:
+        self._store, self._latest, self._status = store, latest, status
         self.max_response_points = max_response_points
         # The last whole-window answer, keyed by (max_points, samples appended), and when it was
         # made: a hundred tabs opening at once share one downsampling and one serialisation of the hour.
@@ -69,14 +75,15 @@ class SamplesAnswers:
     def points_per_device(self, max_points: int) -> int:
         """``max_points`` lowered so that every device together stays within
         ``max_response_points``: the size of an answer is bounded whatever the parameters."""
-        n = self.service.sampler.history.device_count if self.service.sampler is not None else 0
+        history = self._store()
+        n = history.device_count if history is not None else 0
         return min(max_points, max(MIN_POINTS, self.max_response_points // max(1, n)))
 
     def cost(self, since: float | None) -> int:
         """Samples x devices a ``samples`` answer covers before downsampling (its work)."""
-        if self.service.sampler is None:
+        history = self._store()
+        if history is None:
             return 0
-        history = self.service.sampler.history
         return history.count_since(since) * max(1, history.device_count)
 
     def body(self, since: float | None, max_points: int) -> bytes:
@@ -86,8 +93,8 @@ class SamplesAnswers:
     def body_in_worker(self, since: float | None, max_points: int) -> Future[bytes]:
         """``body`` on the history worker; a request identical to one already waiting or
         running shares its answer (six tabs asking for the whole hour make one)."""
-        sampler = self.service.sampler
-        whole = sampler is None or sampler.history.whole_window(since)
+        history = self._store()
+        whole = history is None or history.whole_window(since)
         key = ("window" if whole else since, self.points_per_device(max_points))
         with self._inflight_lock:
             future = self._inflight.get(key)
@@ -121,12 +128,12 @@ class SamplesAnswers:
         the moment it answers). An answer that covers the whole window is made at most once per
         tick, or per ``WINDOW_REUSE_S`` when that is longer."""
         max_points = self.points_per_device(max_points)
-        sampler = self.service.sampler
-        if sampler is None:
+        history = self._store()
+        if history is None:
             return self._make(since, max_points)
-        if not sampler.history.whole_window(since):
-            return self._increment(since, max_points)
-        key = (max_points, sampler.history.appended)
+        if not history.whole_window(since):
+            return self._increment(history, since, max_points)
+        key = (max_points, history.appended)
         with self._window_lock:  # tabs asking at the same moment wait for one answer and share it
             cached = self._window_json
             if cached is not None and cached[0][0] == max_points and (
@@ -136,12 +143,11 @@ class SamplesAnswers:
             self._window_json = (key, time.monotonic(), body)
             return body
 
-    def _increment(self, since: float | None, max_points: int) -> str:
+    def _increment(self, history: History, since: float | None, max_points: int) -> str:
         """A part of the window: shared by the requests that cover the same samples. Every tab
         polls the same new samples each second, with its own ``since``; on 64 GPUs each answer
         was ~7 ms of the event loop's time (it is made there, see handlers.py)."""
-        history = self.service.sampler.history  # type: ignore[union-attr]
-        status = self.service.status()
+        status = self._status()
         covered = (history.appended, history.count_since(since))
         key = (*covered, max_points, status["backend"], status["status"], status["interval_s"])
         with self._increments_lock:
@@ -160,9 +166,9 @@ class SamplesAnswers:
         times, devices = self.history(since, max_points)
         # Each device also carries why its latest values are null, so a client that only polls
         # the history can still explain a gap.
-        latest = self.service.latest()
+        latest = self._latest()
         reasons = {d["index"]: d.get("unavailable") or {} for d in (latest["devices"] if latest else ())}
-        status = self.service.status()
+        status = self._status()
         head = _dumps({
             "backend": status["backend"],
             "status": status["status"],
@@ -192,6 +198,7 @@ class SamplesAnswers:
         """The timestamps and an iterator of devices (``History.since_lazily``). Downsampling an
         hour of many GPUs is real work: callers run this in the history worker unless they ask
         for a few samples only (``cost``)."""
-        if self.service.sampler is None:
+        history = self._store()
+        if history is None:
             return [], iter(())
-        return self.service.sampler.history.since_lazily(since, max_points=max_points)
+        return history.since_lazily(since, max_points=max_points)
