@@ -224,7 +224,7 @@ def test_the_files_the_architecture_names_exist():
 @pytest.mark.parametrize("rule", FINER_RULES, ids=lambda rule: rule.name)
 def test_finer_rule(rule: FinerRule):
     assert rule.name in DOC_TEXT, f"say the rule {rule.name!r} in docs/architecture.md (Finer rules)"
-    bad = [f"{imp.where()} imports {imp.target}" for imp in rule.broken_by(IMPORTS)]
+    bad = list(dict.fromkeys(f"{imp.where()} imports {imp.target}" for imp in rule.broken_by(IMPORTS)))
     assert bad == [], f"{rule.name}: {rule.says}:" + _listed(bad)
 
 
