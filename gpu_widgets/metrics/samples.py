@@ -73,10 +73,9 @@ class FastRead(DeviceIdentity):
     unavailable: Unavailable
 
 
-class SlowRead(TypedDict):
-    """One GPU from ``Backend.read_slow``: the fields read on the slow cadence."""
+class SlowFields(TypedDict):
+    """The fields read on the slow cadence, once for the slow read and the snapshot both."""
 
-    index: int
     pcie_tx_bytes_per_s: float | None
     pcie_rx_bytes_per_s: float | None
     temperature_slowdown_c: float | None
@@ -86,21 +85,17 @@ class SlowRead(TypedDict):
     tensor_active_percent: float | None
     dram_active_percent: float | None
     mig_instances: list[MigInstance] | None
+
+
+class SlowRead(SlowFields):
+    """One GPU from ``Backend.read_slow``: which GPU, the slow fields, why some are null."""
+
+    index: int
     unavailable: Unavailable
 
 
-class DeviceSample(FastRead):
+class DeviceSample(FastRead, SlowFields):
     """One GPU of a snapshot: the fast read with the latest slow fields merged in."""
-
-    pcie_tx_bytes_per_s: float | None
-    pcie_rx_bytes_per_s: float | None
-    temperature_slowdown_c: float | None
-    processes: list[ProcessEntry] | None
-    sm_active_percent: float | None
-    sm_occupancy_percent: float | None
-    tensor_active_percent: float | None
-    dram_active_percent: float | None
-    mig_instances: list[MigInstance] | None
 
 
 class Snapshot(TypedDict):

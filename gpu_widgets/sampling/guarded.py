@@ -13,7 +13,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Callable, TypeVar
 
-from ..backends import Backend, open_backend
+from ..backends import Backend, inflight, open_backend
 from ..metrics.samples import Snapshot
 from .snapshot import aged, empty, take
 from .stall import STALE, stale_after_s, waiting_on
@@ -30,6 +30,7 @@ def start_worker(job: Callable[[], T], name: str = "gpu-widgets-read") -> tuple[
     future: Future[T] = Future()
 
     def settle() -> None:
+        inflight.here().enter(job)  # named by waiting_on if it hangs outside an NVML call
         try:
             future.set_result(job())
         except BaseException as exc:  # handed to the caller's thread

@@ -25,7 +25,7 @@ import threading
 import warnings
 from typing import Any, Callable
 
-from ..backends import Backend, ConfigError, open_backend
+from ..backends import Backend, ConfigError, inflight, open_backend
 from ..backends.base import GPM_OFF, GPM_PENDING
 from ..metrics.fields import GPM_FIELDS
 from ..metrics.samples import Snapshot, SlowRead
@@ -157,12 +157,17 @@ class Sampler:
                 return self
             self._stop.clear()
             self._started_mono, self._opener = self.clock.monotonic(), threading.current_thread()
+            doing = inflight.here()  # what the opener is in, for staleness() meanwhile
             try:
+                doing.enter(self.backend.open)
                 self.backend.open()
+                doing.enter(self.backend.device_info)
                 info = self.backend.device_info()
                 self._mig_uuids = [d.get("mig_device_uuids") for d in info]
             except Exception:  # a backend bug must not reach the caller
                 log.exception("gpu-widgets: opening the %s backend failed", self.backend.name)
+            finally:
+                doing.enter(None)
             self._threads = [
                 threading.Thread(target=self._guard, args=(self._slow_loop,), name="gpu-widgets-slow", daemon=True),
                 threading.Thread(target=self._guard, args=(self._fast_loop,), name="gpu-widgets-sampler", daemon=True),
@@ -267,12 +272,16 @@ class Sampler:
     def _read_slow(self) -> bool:
         """One slow read; True when it took the first GPM sample of a lease (a second must follow)."""
         wanted = self.gpm_wanted
+        doing, read = inflight.here(), self.backend.read_slow
+        doing.enter(read)  # names the read if it hangs (stall.py)
         try:
             self.backend.gpm = wanted
-            parts = by_memory(self.backend.read_slow(self.clock.wall()))  # largest first, once per read
+            parts = by_memory(read(self.clock.wall()))  # largest first, once per read
         except Exception:
             log.exception("gpu-widgets: slow read failed")
             return False
+        finally:
+            doing.enter(None)
         first = wanted and not self._slow_gpm
         self._slow, self._slow_gpm = {p["index"]: p for p in parts}, wanted
         self._slow_mono = self.clock.monotonic()
@@ -284,22 +293,30 @@ class Sampler:
         slow, pending = self._fresh_slow(m)
         if not self._slow_gpm and slow and self.gpm_wanted:
             slow = _gpm_pending(slow)  # asked since the last slow read: being read, not "nobody looks"
+        # What this thread is in, step by step, so that staleness() can name a read or a subscriber
+        # that hangs (the backend names its own calls inside the read).
+        doing, read = inflight.here(), self.backend.read_fast
+        doing.enter(read)
         try:
-            fast = self.backend.read_fast(t)
+            fast = read(t)
+            doing.enter(None)
             snapshot = compose(self.backend, t, fast, slow, None, self._mig_uuids, pending)
         except Exception:
+            doing.enter(None)
             log.exception("gpu-widgets: reading the %s backend failed", self.backend.name)
             return None
         self.history.append(snapshot)
         self._latest, self._latest_mono = snapshot, m
         self.ticks += 1
         for callback in self._subscribers:
+            doing.enter(callback)
             try:
                 callback(snapshot)
             except Exception:
                 self.subscriber_errors += 1
                 if self.subscriber_errors <= 3:  # say it, but do not flood the log every second
                     log.exception("gpu-widgets: a sampler subscriber raised; it stays subscribed")
+        doing.enter(None)
         return snapshot
 
     def _fresh_slow(self, now: float) -> tuple[dict[int, SlowRead], str]:

@@ -1,4 +1,8 @@
-"""The NVML backend: real GPUs through pynvml, every failure turned into data."""
+"""The NVML backend: real GPUs through pynvml, every failure turned into data.
+
+Before each NVML call the backend writes the function and the GPU into its thread's slot
+(backends/inflight.py): one attribute store per call, so a call that hangs can be named.
+"""
 from __future__ import annotations
 
 import threading
@@ -7,6 +11,7 @@ from typing import Any
 
 from ...metrics.samples import FastRead, SlowRead
 from ..base import GPM_OFF, LOST, NO_GPU, OK, Backend, DeviceDict, lost_device, null_fields
+from ..inflight import Doing, calling, here
 from ..processes import ProcessDescriber
 from .errors import LOST as LOST_KIND
 from .errors import NO_GPU as NO_GPU_KIND
@@ -14,7 +19,8 @@ from .errors import TRANSIENT, UNSUPPORTED, Failure, classify
 from .gpm import DeviceGpm, null
 from .library import NVML, NoGpu, Nvml
 from .mig import read_instances
-from .readers import FAST_QUERIES, SLOW_QUERIES, STATIC_QUERIES, BoundReader, Query, bind, peak_memory_bandwidth, text
+from .readers import (FAST_QUERIES, SLOW_QUERIES, STATIC_QUERIES, BoundReader, Query, bind, call_of, calls,
+                      peak_memory_bandwidth, text)
 from .usage import UsageReader, processes_with_usage
 
 STATIC_FIELDS = tuple(f for q in STATIC_QUERIES for f in q.fields) + ("memory_bandwidth_bytes_per_s",)
@@ -58,8 +64,8 @@ class NvmlBackend(Backend):
         self._nvml = nvml
         self._clock = clock
         self._nv: Any = None
-        self._fast: list[tuple[Query, BoundReader]] = []
-        self._slow: list[tuple[Query, BoundReader]] = []
+        self._fast: list[tuple[Query, BoundReader, str | None]] = []  # with the NVML function each calls
+        self._slow: list[tuple[Query, BoundReader, str | None]] = []
         self._devices: list[_Device] = []
         self._describer = ProcessDescriber()
         self._process_query = Query("processes", ("processes",), self._processes)
@@ -70,6 +76,7 @@ class NvmlBackend(Backend):
     def open(self) -> None:
         if self._opened:
             return
+        here().gpu = None  # no GPU's call until _attach
         try:
             nv = self._nvml.ensure()
         except NoGpu as exc:
@@ -78,9 +85,10 @@ class NvmlBackend(Backend):
             return
         self._nv = nv
         # pynvml's functions are looked up once: the fast loop calls them 12 times per GPU per tick.
-        self._fast = [(q, bind(q, nv)) for q in FAST_QUERIES]
-        self._slow = [(q, bind(q, nv)) for q in SLOW_QUERIES]
+        self._fast = [(q, bind(q, nv), call_of(q)) for q in FAST_QUERIES]
+        self._slow = [(q, bind(q, nv), call_of(q)) for q in SLOW_QUERIES]
         try:
+            calling("nvmlDeviceGetCount")
             count = nv.nvmlDeviceGetCount()
         except Exception as exc:
             self.status, self.reason = NO_GPU, f"NVML could not count GPUs: {classify(exc).reason}"
@@ -100,6 +108,7 @@ class NvmlBackend(Backend):
         self._opened = True
 
     def _system(self, fn: str) -> str | None:
+        calling(fn)
         try:
             return str(getattr(self._nv, fn)())
         except Exception:
@@ -107,6 +116,7 @@ class NvmlBackend(Backend):
 
     def _cuda_driver_version(self) -> int | None:
         for fn in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
+            calling(fn)
             try:
                 return int(getattr(self._nv, fn)())
             except Exception:
@@ -115,6 +125,8 @@ class NvmlBackend(Backend):
 
     def _attach(self, dev: _Device, now: float) -> bool:
         """Get the handle and identity of a device; mark it lost only if it stopped answering."""
+        doing = here()
+        doing.gpu, doing.call = dev.index, "nvmlDeviceGetHandleByIndex"
         try:
             handle = self._nv.nvmlDeviceGetHandleByIndex(dev.index)
         except Exception as exc:  # without a handle nothing can be read
@@ -124,6 +136,7 @@ class NvmlBackend(Backend):
         gaps: dict[str, str] = {}
         retry = False
         for field, getter in IDENTITY:
+            doing.call = getter
             try:
                 ident[field] = text(getattr(self._nv, getter), handle)
             except Exception as exc:
@@ -167,6 +180,7 @@ class NvmlBackend(Backend):
             values, reasons = null_fields(STATIC_FIELDS, dev.lost_reason)
             return {**info, **values, "status": LOST, "unavailable": reasons}  # not cached: asked again once back
         unavailable: dict[str, str] = dict(dev.identity_gaps)
+        here().gpu = dev.index
         for q in STATIC_QUERIES:
             self._run(dev, q, info, unavailable, now=self._clock())
         info["memory_bandwidth_bytes_per_s"] = peak_memory_bandwidth(
@@ -190,6 +204,7 @@ class NvmlBackend(Backend):
                 unavailable[f] = known
             return True
         try:
+            calling(call_of(q))
             q.read(self._nv, dev.handle, out)
             return True
         except Exception as exc:
@@ -209,14 +224,15 @@ class NvmlBackend(Backend):
             return False
         return True
 
-    def _read_bound(self, dev: _Device, queries: list[tuple[Query, BoundReader]], out: DeviceDict,
-                    unavailable: dict[str, str], now: float) -> bool:
+    def _read_bound(self, dev: _Device, queries: list[tuple[Query, BoundReader, str | None]], out: DeviceDict,
+                    unavailable: dict[str, str], now: float, doing: Doing) -> bool:
         """``_run`` for bound queries, inlined for the common path; False when the device was lost."""
         handle, unsupported = dev.handle, dev.unsupported
-        for q, read in queries:
+        for q, read, call in queries:
             if unsupported and q.key in unsupported:
                 self._run(dev, q, out, unavailable, now)
                 continue
+            doing.call = call
             try:
                 read(handle, out)
             except Exception as exc:
@@ -228,8 +244,10 @@ class NvmlBackend(Backend):
         if self.status != OK:
             return []
         now = self._clock()
+        doing = here()
         samples: list[Any] = []
         for dev in self._devices:
+            doing.gpu = dev.index
             if (dev.lost_reason is not None and now >= dev.next_retry) or dev.identity_retry:
                 self._attach(dev, now)
             if dev.lost_reason is not None:
@@ -237,12 +255,13 @@ class NvmlBackend(Backend):
                 continue
             sample: DeviceDict = {"index": dev.index, "uuid": dev.uuid, "name": dev.name, "status": OK}
             unavailable: dict[str, str] = dict(dev.identity_gaps) if dev.identity_gaps else {}
-            self._read_bound(dev, self._fast, sample, unavailable, now)
+            self._read_bound(dev, self._fast, sample, unavailable, now, doing)
             if dev.lost_reason is not None:
                 samples.append(lost_device(dev.index, dev.uuid, dev.name, dev.lost_reason))
                 continue
             sample["unavailable"] = unavailable
             samples.append(sample)
+        doing.call = doing.gpu = None
         return samples
 
     def read_slow(self, t: float) -> list[SlowRead]:
@@ -251,7 +270,9 @@ class NvmlBackend(Backend):
         now = self._clock()
         out: list[Any] = []
         seen: set[int] = set()
+        doing = here()
         for dev in self._devices:
+            doing.gpu = dev.index
             if dev.losses != dev.gpm_losses:
                 # A lost GPU's samples mean nothing once it is back (it may have been reset).
                 dev.gpm.free(self._nv)
@@ -260,7 +281,7 @@ class NvmlBackend(Backend):
                 continue  # the fast path reports it lost and probes it
             part: DeviceDict = {"index": dev.index}
             unavailable: dict[str, str] = {}
-            alive = self._read_bound(dev, self._slow, part, unavailable, now)
+            alive = self._read_bound(dev, self._slow, part, unavailable, now, doing)
             if alive:
                 self._owners = dev.owners = {}
                 alive = self._run(dev, self._process_query, part, unavailable, now)
@@ -271,6 +292,7 @@ class NvmlBackend(Backend):
             seen.update(p["pid"] for p in part["processes"] or ())
             part["unavailable"] = unavailable
             out.append(part)
+        doing.call = doing.gpu = None
         self._describer.forget_except(seen)
         return out
 
@@ -298,6 +320,7 @@ class NvmlBackend(Backend):
             return False
         return bool(self.read_slow(time.time()))
 
+    @calls("nvmlDeviceGetComputeRunningProcesses_v3")
     def _processes(self, nv: Any, h: Any, out: DeviceDict) -> None:
         used: dict[int, int | None] = {}
         for kind in ("Compute", "Graphics"):
@@ -317,6 +340,7 @@ class NvmlBackend(Backend):
                 gi = getattr(p, "gpuInstanceId", None)
                 if gi is not None and gi != 0xFFFFFFFF:
                     self._owners[p.pid] = (gi, p.computeInstanceId)
+        here().call = None  # psutil from here: not an NVML call
         out["processes"] = self._describer.entries(sorted(used.items()))
 
     def close(self) -> None:
@@ -329,12 +353,16 @@ class NvmlBackend(Backend):
 def _running_processes(nv: Any, h: Any, kind: str) -> list[Any]:
     # Call the versioned functions: pynvml's unversioned wrappers turn FunctionNotFound into
     # an exception that is not an NVMLError. v3 needs driver 510+; v2 covers older drivers.
+    v3 = f"nvmlDeviceGet{kind}RunningProcesses_v3"
+    calling(v3)
     try:
-        return getattr(nv, f"nvmlDeviceGet{kind}RunningProcesses_v3")(h)
+        return getattr(nv, v3)(h)
     except Exception as exc:
         if classify(exc).kind != UNSUPPORTED:
             raise
-    return getattr(nv, f"nvmlDeviceGet{kind}RunningProcesses_v2")(h)
+    v2 = f"nvmlDeviceGet{kind}RunningProcesses_v2"
+    calling(v2)
+    return getattr(nv, v2)(h)
 
 
 def _cuda_version(value: int | None) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from ...metrics.fields import GPM_FIELDS
 from ..base import GPM_PENDING
+from ..inflight import calling
 from .errors import LOST, NO_GPU, UNSUPPORTED, classify
 
 # NVML_GPM_METRIC_* ids (nvml.h; stable across releases), in GPM_FIELDS order.
@@ -66,6 +67,7 @@ class SamplePair:
     """Two GPM sample buffers used in turn: each take fills one and compares it with the other."""
 
     def __init__(self, nv: Any) -> None:
+        calling("nvmlGpmSampleAlloc")
         first = nv.nvmlGpmSampleAlloc()
         try:
             second = nv.nvmlGpmSampleAlloc()
@@ -101,6 +103,7 @@ def metrics(nv: Any, pair: SamplePair, samples: tuple[Any, Any], out: dict, unav
     req.sample1, req.sample2 = samples
     for i, (_field, metric_id) in enumerate(METRICS):
         req.metrics[i].metricId = metric_id
+    calling("nvmlGpmMetricsGet")
     nv.nvmlGpmMetricsGet(req)
     for i, (field, _id) in enumerate(METRICS):
         m = req.metrics[i]
@@ -127,7 +130,7 @@ class DeviceGpm:
         if reason is not None:
             null(out, unavailable, reason)
             return
-        self._read_pair(nv, lambda buf: nv.nvmlGpmSampleGet(handle, buf), "pair", out, unavailable)
+        self._read_pair(nv, "nvmlGpmSampleGet", lambda buf: nv.nvmlGpmSampleGet(handle, buf), "pair", out, unavailable)
 
     def read_mig(self, nv: Any, handle: Any, gpu_instance: int, out: dict, unavailable: dict) -> None:
         """One MIG instance's GPM fields, through nvmlGpmMigSampleGet on the parent GPU."""
@@ -137,8 +140,8 @@ class DeviceGpm:
         if reason is not None:
             null(out, unavailable, reason)
             return
-        self._read_pair(nv, lambda buf: nv.nvmlGpmMigSampleGet(handle, gpu_instance, buf), gpu_instance, out,
-                        unavailable)
+        self._read_pair(nv, "nvmlGpmMigSampleGet", lambda buf: nv.nvmlGpmMigSampleGet(handle, gpu_instance, buf),
+                        gpu_instance, out, unavailable)
 
     def _support(self, nv: Any, handle: Any) -> str | None:
         if self.checked:
@@ -146,6 +149,7 @@ class DeviceGpm:
         if any(getattr(nv, name, None) is None for name in _NEEDED):
             self.unsupported, self.checked = OLD_BINDINGS, True
             return self.unsupported
+        calling("nvmlGpmQueryDeviceSupport")
         try:
             supported = nv.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice
         except Exception as exc:
@@ -160,7 +164,9 @@ class DeviceGpm:
         self.checked = True
         return self.unsupported
 
-    def _read_pair(self, nv: Any, get: Callable[[Any], Any], key: Any, out: dict, unavailable: dict) -> None:
+    def _read_pair(self, nv: Any, call: str, get: Callable[[Any], Any], key: Any, out: dict,
+                   unavailable: dict) -> None:
+        """One sample by ``get`` (which calls the NVML function ``call``) and the metrics since the last."""
         try:
             pair = self.pair if key == "pair" else self.mig.get(key)
             if pair is None:
@@ -169,6 +175,7 @@ class DeviceGpm:
                     self.pair = pair
                 else:
                     self.mig[key] = pair
+            calling(call)
             samples = pair.take(get)
             if samples is None:
                 null(out, unavailable, GPM_PENDING)

@@ -10,6 +10,7 @@ import atexit
 import threading
 from typing import Any
 
+from ..inflight import calling
 from .errors import NO_GPU, classify
 
 
@@ -41,6 +42,7 @@ class Nvml:
             except ImportError as exc:  # the dependency is declared; this is a broken install
                 self._failure = f"the nvidia-ml-py package is not importable ({exc})"
                 raise NoGpu(self._failure) from None
+            calling("nvmlInit")  # a driver without persistence mode can take seconds here
             try:
                 pynvml.nvmlInit()
             except Exception as exc:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ...metrics.fields import GPM_FIELDS
 from ..base import GPM_OFF
+from ..inflight import calling
 from .errors import NOT_FOUND, classify
 from .gpm import DeviceGpm, fatal, null
 from .readers import text
@@ -22,9 +23,11 @@ def read_instances(nv: Any, handle: Any, gpm: DeviceGpm | None, owners: dict[int
 
     ``owners``: pid -> (gpu instance id, compute instance id) from the parent's process list.
     Raises when the parent GPU is lost."""
+    calling("nvmlDeviceGetMaxMigDeviceCount")
     slots = nv.nvmlDeviceGetMaxMigDeviceCount(handle)
     out = []
     for slot in range(slots):
+        calling("nvmlDeviceGetMigDeviceHandleByIndex")
         try:
             mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
         except Exception as exc:
@@ -39,10 +42,13 @@ def _instance(nv: Any, parent: Any, mig: Any, slot: int, gpm: DeviceGpm | None,
               owners: dict[int, tuple[int, int]]) -> dict:
     entry: dict[str, Any] = {"index": slot}
     unavailable: dict[str, str] = {}
-    for field, read in (("uuid", lambda: text(nv.nvmlDeviceGetUUID, mig)),
-                        ("gpu_instance_id", lambda: nv.nvmlDeviceGetGpuInstanceId(mig)),
-                        ("compute_instance_id", lambda: nv.nvmlDeviceGetComputeInstanceId(mig))):
+    for field, call, read in (("uuid", "nvmlDeviceGetUUID", lambda: text(nv.nvmlDeviceGetUUID, mig)),
+                              ("gpu_instance_id", "nvmlDeviceGetGpuInstanceId", lambda: nv.nvmlDeviceGetGpuInstanceId(mig)),
+                              ("compute_instance_id", "nvmlDeviceGetComputeInstanceId",
+                               lambda: nv.nvmlDeviceGetComputeInstanceId(mig))):
+        calling(call)
         entry[field] = _guarded(read, field, unavailable)
+    calling("nvmlDeviceGetMemoryInfo")
     memory = _guarded(lambda: nv.nvmlDeviceGetMemoryInfo(mig), "memory_used_bytes", unavailable)
     entry["memory_used_bytes"] = None if memory is None else memory.used
     entry["memory_total_bytes"] = None if memory is None else memory.total

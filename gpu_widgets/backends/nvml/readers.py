@@ -4,22 +4,43 @@ A reader takes the pynvml module, a device handle and the dict to fill, and rais
 pynvml raises; the backend turns failures into nulls with reasons. Readers write into the
 sample directly (no intermediate dict) because they run 12 times per GPU per tick. Keeping
 them tiny and flat makes the cost of a tick visible: one reader here is one NVML call.
+
+Each reader names the NVML function it calls (``call_of``): the backend records that name in its
+thread's slot (backends/inflight.py) before running the reader, so a call that hangs is named. A
+reader that may call another function instead (an older driver's) records that one itself.
 """
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, TypeVar
 
+from ..inflight import calling
 from .errors import NOT_FOUND, UNSUPPORTED, classify
 
 Reader = Callable[[Any, Any, dict], None]
 BoundReader = Callable[[Any, dict], None]
+F = TypeVar("F", bound=Callable[..., None])
 
 
 class Query(NamedTuple):
     key: str  # remembered per device when unsupported
     fields: tuple[str, ...]
     read: Reader
+
+
+def call_of(q: Query) -> str | None:
+    """The NVML function ``q``'s reader calls (first, when it may call another); None: unnamed."""
+    return getattr(q.read, "call", None)
+
+
+def calls(name: str) -> Callable[[F], F]:
+    """Names the NVML function a reader calls, for ``call_of``."""
+
+    def mark(read: F) -> F:
+        read.call = name  # type: ignore[attr-defined]
+        return read
+
+    return mark
 
 
 def _missing(getter: str) -> AttributeError:
@@ -62,7 +83,7 @@ def _call(getter: str, field: str, *args: Any, scale: float | None = None) -> Re
         bind(nv)(h, out)
 
     read.bind = bind  # type: ignore[attr-defined]
-    return read
+    return calls(getter)(read)
 
 
 def bind(q: Query, nv: Any) -> BoundReader:
@@ -86,6 +107,7 @@ def text(fn: Callable[[Any], Any], h: Any) -> str:
 _number = object.__getattribute__
 
 
+@calls("nvmlDeviceGetUtilizationRates")
 def _utilization(nv: Any, h: Any, out: dict) -> None:
     u = nv.nvmlDeviceGetUtilizationRates(h)
     out["utilization_gpu_percent"] = _number(u, "gpu")
@@ -102,9 +124,12 @@ def _memory_info(nv: Any, h: Any) -> Any:
         except Exception as exc:
             if classify(exc).kind != UNSUPPORTED:
                 raise
+    calling("nvmlDeviceGetMemoryInfo")
     return nv.nvmlDeviceGetMemoryInfo(h)
 
 
+# pynvml's nvmlDeviceGetMemoryInfo with a version enters NVML's nvmlDeviceGetMemoryInfo_v2.
+@calls("nvmlDeviceGetMemoryInfo_v2")
 def _memory(nv: Any, h: Any, out: dict) -> None:
     m = _memory_info(nv, h)
     out["memory_used_bytes"] = _number(m, "used")
@@ -112,10 +137,12 @@ def _memory(nv: Any, h: Any, out: dict) -> None:
     out["memory_total_bytes"] = _number(m, "total")
 
 
+@calls("nvmlDeviceGetMemoryInfo_v2")
 def _memory_total(nv: Any, h: Any, out: dict) -> None:
     out["memory_total_bytes"] = _memory_info(nv, h).total
 
 
+@calls("nvmlDeviceGetCurrentClocksEventReasons")
 def _throttle(nv: Any, h: Any, out: dict) -> None:
     # Kept as NVML's bitmask (see metrics/throttle.py): names are made where JSON is written.
     # The call was renamed in driver 535; the bits are the same.
@@ -127,6 +154,7 @@ def _throttle(nv: Any, h: Any, out: dict) -> None:
         except Exception as exc:
             if classify(exc).kind != UNSUPPORTED:
                 raise
+    calling("nvmlDeviceGetCurrentClocksThrottleReasons")
     out["throttle_reasons"] = nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
 
 
@@ -157,23 +185,30 @@ SLOW_QUERIES: tuple[Query, ...] = (
 )
 
 
+@calls("nvmlDeviceGetCudaComputeCapability")
 def _compute_capability(nv: Any, h: Any, out: dict) -> None:
     major, minor = nv.nvmlDeviceGetCudaComputeCapability(h)
     out["compute_capability"] = f"{major}.{minor}"
 
 
+@calls("nvmlDeviceGetPciInfo_v3")
 def _pci_bus_id(nv: Any, h: Any, out: dict) -> None:
     # nvidia-smi's spelling ("00000000:18:00.0"): what dcgm-exporter's pci_bus_id label carries.
-    getter = getattr(nv, "nvmlDeviceGetPciInfo_v3", None) or _function(nv, "nvmlDeviceGetPciInfo")
+    getter = getattr(nv, "nvmlDeviceGetPciInfo_v3", None)
+    if getter is None:
+        calling("nvmlDeviceGetPciInfo")
+        getter = _function(nv, "nvmlDeviceGetPciInfo")
     bus_id = getter(h).busId
     out["pci_bus_id"] = bus_id.decode("utf-8", "replace") if isinstance(bus_id, bytes) else str(bus_id)
 
 
+@calls("nvmlDeviceGetMigMode")
 def _mig(nv: Any, h: Any, out: dict) -> None:
     current, _pending = nv.nvmlDeviceGetMigMode(h)
     out["mig_mode"] = "enabled" if current else "disabled"
 
 
+@calls("nvmlDeviceGetMaxMigDeviceCount")
 def _mig_devices(nv: Any, h: Any, out: dict) -> None:
     # CUDA_VISIBLE_DEVICES may name a MIG instance (MIG-<uuid>) rather than a GPU; these UUIDs
     # tell which GPU it is part of. Runs after _mig, whose answer it reads.
@@ -184,12 +219,14 @@ def _mig_devices(nv: Any, h: Any, out: dict) -> None:
     instance_at = _function(nv, "nvmlDeviceGetMigDeviceHandleByIndex")
     uuids = []
     for slot in range(slots):
+        calling("nvmlDeviceGetMigDeviceHandleByIndex")
         try:
             instance = instance_at(h, slot)
         except Exception as exc:
             if classify(exc).code == NOT_FOUND:
                 continue  # an empty slot
             raise
+        calling("nvmlDeviceGetUUID")
         uuids.append(text(nv.nvmlDeviceGetUUID, instance))
     out["mig_device_uuids"] = uuids
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..inflight import calling
 from .errors import LOST, NO_GPU, NOT_FOUND, UNSUPPORTED, classify
 
 Usage = dict[int, tuple[float, float]]  # pid -> (sm percent, memory bandwidth percent)
@@ -55,6 +56,7 @@ def _samples(nv: Any, handle: Any, reader: UsageReader, since: int) -> list[Any]
     if reader.new_api:
         fn = getattr(nv, "nvmlDeviceGetProcessesUtilizationInfo", None)
         if fn is not None:
+            calling("nvmlDeviceGetProcessesUtilizationInfo")
             try:
                 return fn(handle, since)
             except Exception as exc:
@@ -65,6 +67,7 @@ def _samples(nv: Any, handle: Any, reader: UsageReader, since: int) -> list[Any]
     fn = getattr(nv, "nvmlDeviceGetProcessUtilization", None)
     if fn is None:
         raise AttributeError(NO_API)
+    calling("nvmlDeviceGetProcessUtilization")
     return fn(handle, since)
 
 
