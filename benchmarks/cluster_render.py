@@ -3,7 +3,7 @@
 ``measure_render(base_url, token)`` opens JupyterLab at ``base_url`` (a server whose
 ``c.GpuWidgets.prometheus_url`` is set, with the jupyterlab extension loaded) in the Debian chromium,
 opens the GPU panel, switches to the Cluster view and reads the timings the view records itself
-(``performance.measure`` entries, labextension/src/clusterView.tsx):
+(``performance.measure`` entries, labextension/src/cluster/clusterView.tsx):
 
 - ``gpu-widgets:cluster-render``: from the start of the view's render to its layout effect (React's
   render and commit of the table);

@@ -2,7 +2,7 @@
 /**
  * The sidebar's API types, generated from the server's OpenAPI document.
  *
- *   node scripts/gen-api.mjs            write labextension/src/api.generated.ts (`jlpm gen:api`)
+ *   node scripts/gen-api.mjs            write labextension/src/api/api.generated.ts (`jlpm gen:api`)
  *   node scripts/gen-api.mjs --check    exit 1 when that file is not what would be written now
  *                                       (`jlpm check:api`, run by `make test`)
  *   --spec PATH / --out PATH            another document or output file (the check's own tests)
@@ -18,7 +18,7 @@ import openapiTS, { astToString, COMMENT_HEADER } from 'openapi-typescript';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DEFAULT_SPEC = path.join(ROOT, 'gpu_widgets', 'server', 'openapi.json');
-const DEFAULT_OUT = path.join(ROOT, 'labextension', 'src', 'api.generated.ts');
+const DEFAULT_OUT = path.join(ROOT, 'labextension', 'src', 'api', 'api.generated.ts');
 
 function usage(message) {
   console.error(`gen-api: ${message}\nusage: node scripts/gen-api.mjs [--check] [--spec PATH] [--out PATH]`);

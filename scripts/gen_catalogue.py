@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The sidebar's built-in copy of the metric catalogue, generated from the Python one.
 
-    python3 scripts/gen_catalogue.py           write labextension/src/catalogue.generated.ts (`jlpm gen:catalogue`)
+    python3 scripts/gen_catalogue.py           write labextension/src/api/catalogue.generated.ts (`jlpm gen:catalogue`)
     python3 scripts/gen_catalogue.py --check   exit 1 when that file is not what would be written now
                                                (`jlpm check:catalogue`, run by `make test`)
     --out PATH                                 another output file (the check's own tests)
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "labextension" / "src" / "catalogue.generated.ts"
+DEFAULT_OUT = ROOT / "labextension" / "src" / "api" / "catalogue.generated.ts"
 SOURCES = ("gpu_widgets/metrics/catalogue.py", "gpu_widgets/metrics/fields.py", "gpu_widgets/cluster/promql.py")
 
 if str(ROOT) not in sys.path:

@@ -144,7 +144,7 @@ def test_a_field_the_api_does_not_have_is_named():
 SIDEBAR_LIST = r"""
 const fs = require('fs');
 const ts = require('typescript');
-const src = fs.readFileSync('labextension/src/catalogue.ts', 'utf8');
+const src = fs.readFileSync('labextension/src/api/catalogue.ts', 'utf8');
 const js = ts.transpileModule(src, { compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2020 } });
 const mod = { exports: {} };
 new Function('module', 'exports', 'require', js.outputText)(mod, mod.exports, name => {

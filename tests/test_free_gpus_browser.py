@@ -54,7 +54,7 @@ BOXES_JS = """([button, header]) => [button, header, header + ' .jp-GpuWidgets-t
 
 
 def free_set(gpus: list[dict[str, Any]]) -> tuple[int, ...]:
-    """The free GPUs by the sidebar's rule (labextension/src/freeGpus.tsx) from a sample's devices."""
+    """The free GPUs by the sidebar's rule (labextension/src/cards/freeGpus.tsx) from a sample's devices."""
     return tuple(
         g["index"] for g in gpus
         if g["status"] != "lost" and isinstance(g["utilization_gpu_percent"], (int, float))

@@ -9,19 +9,19 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { IFormRendererRegistry } from '@jupyterlab/ui-components';
 import { Signal } from '@lumino/signaling';
 
-import { Alerts } from './alerts';
-import { ClusterModel } from './clusterModel';
-import { gpuIcon } from './icons';
-import { KernelActions } from './kernelActions';
-import { metricsFieldRenderer } from './metricsField';
-import { GpuModel } from './model';
+import { Alerts } from './alerts/alerts';
+import { ClusterModel } from './cluster/clusterModel';
+import { gpuIcon } from './shell/icons';
+import { KernelActions } from './processes/kernelActions';
+import { metricsFieldRenderer } from './shell/metricsField';
+import { GpuModel } from './gpus/model';
 import {
   normalizeHistoryWindow,
   normalizeRefreshInterval,
   normalizeShowStatusBar
-} from './settings';
-import { GpuSidebar } from './sidebar';
-import { GpuStatusItem } from './statusbar';
+} from './gpus/settings';
+import { GpuSidebar } from './shell/sidebar';
+import { GpuStatusItem } from './shell/statusbar';
 
 /** Must match the schema file labextension/schema/plugin.json. */
 const PLUGIN_ID = 'gpu-widgets:plugin';

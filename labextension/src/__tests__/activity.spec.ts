@@ -11,7 +11,7 @@ import {
   migRows,
   processUse,
   withLive
-} from '../activity';
+} from '../gpus/activity';
 import { catalogue, GIB, metricInfo } from './utils';
 import { HOPPER, liveDevice, mig, NOBODY, proc } from './gpmData';
 

@@ -3,8 +3,8 @@
  * once per tab (also after a reload), its notification updated when it ends, kinds switched off
  * not shown; and the `alerts` setting split between the tab and the server.
  */
-import { AlertsPoller, IAlertEpisode, IAlerts, INotifier, IStore, SEEN_KEY } from '../alertsModel';
-import { normalizeAlertsSetting, serverChanges } from '../alertsSettings';
+import { AlertsPoller, IAlertEpisode, IAlerts, INotifier, IStore, SEEN_KEY } from '../alerts/alertsModel';
+import { normalizeAlertsSetting, serverChanges } from '../alerts/alertsSettings';
 
 const SETTINGS: IAlerts['settings'] = {
   temperature_margin_c: 5, throttle_s: 30, memory_percent: 95, idle_kernel_memory_gib: 1, idle_minutes: 10, gpus: 'all'

@@ -1,7 +1,7 @@
 /**
  * A sparkline's time span and the words of its y range.
  */
-import { rangeLabels, timeSpan } from '../axes';
+import { rangeLabels, timeSpan } from '../charts/axes';
 import { GIB, metricOf } from './utils';
 
 describe('timeSpan', () => {

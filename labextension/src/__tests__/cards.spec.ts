@@ -4,15 +4,15 @@
  */
 import * as React from 'react';
 
-import { SidebarView } from '../components';
-import { GpuModel } from '../model';
-import { FALLBACK_PALETTE } from '../palette';
-import { requestAPI } from '../request';
-import { MetricChoice } from '../settings';
-import { IMetricInfo } from '../tokens';
+import { SidebarView } from '../cards/components';
+import { GpuModel } from '../gpus/model';
+import { FALLBACK_PALETTE } from '../charts/palette';
+import { requestAPI } from '../api/request';
+import { MetricChoice } from '../gpus/settings';
+import { IMetricInfo } from '../api/tokens';
 import { catalogueBody, devices, FakeHistory, metricInfo, MockApi, processes, status } from './utils';
 
-jest.mock('../request', () => ({ requestAPI: jest.fn() }));
+jest.mock('../api/request', () => ({ requestAPI: jest.fn() }));
 // The views' JupyterLab icon and chart library need a browser; the markup does not.
 jest.mock('@jupyterlab/ui-components', () => ({ notebookIcon: { react: () => null } }));
 jest.mock('uplot', () => ({}));

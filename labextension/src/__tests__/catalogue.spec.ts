@@ -1,9 +1,9 @@
 /**
  * The metric catalogue the server serves: what the sidebar draws and the throttle words.
  */
-import { FALLBACK_ACTIVITY } from '../activity';
-import { parseCatalogue } from '../catalogue';
-import { CATALOGUE, GPM_FIELDS, METRIC, METRIC_IDS, SAMPLE_FIELDS } from '../catalogue.generated';
+import { FALLBACK_ACTIVITY } from '../gpus/activity';
+import { parseCatalogue } from '../api/catalogue';
+import { CATALOGUE, GPM_FIELDS, METRIC, METRIC_IDS, SAMPLE_FIELDS } from '../api/catalogue.generated';
 import { catalogue, catalogueBody, metricInfo } from './utils';
 
 describe('Catalogue', () => {

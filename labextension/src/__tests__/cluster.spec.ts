@@ -15,7 +15,7 @@ import {
   staleText,
   totalsOf,
   totalsText
-} from '../cluster';
+} from '../cluster/cluster';
 import { HOST_COLUMNS, hostRow, manyHosts, overview } from './clusterData';
 
 function hosts(rows: unknown[][]): IClusterHost[] {

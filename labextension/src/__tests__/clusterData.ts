@@ -2,7 +2,7 @@
  * Cluster answers as the server sends them (the JSON contract of `GET cluster`), for the
  * Cluster view's tests.
  */
-import { IClusterHostDetail } from '../cluster';
+import { IClusterHostDetail } from '../cluster/cluster';
 import { GIB } from './utils';
 
 export const HOST_COLUMNS = [

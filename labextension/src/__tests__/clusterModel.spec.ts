@@ -2,7 +2,7 @@
  * The Cluster view's model: one question at start decides whether the switch shows; details of
  * the open hosts (all of them for a few hosts); failures said in words.
  */
-import { ClusterModel, EXPAND_ALL_UP_TO, RequestFn } from '../clusterModel';
+import { ClusterModel, EXPAND_ALL_UP_TO, RequestFn } from '../cluster/clusterModel';
 import { hostDetail, hostRow, manyHosts, overview, pageOf } from './clusterData';
 import { MockApi } from './utils';
 

@@ -4,10 +4,10 @@
  */
 import * as React from 'react';
 
-import { IHostQuery } from '../cluster';
-import { ClusterModel, HOST_PAGE, RequestFn } from '../clusterModel';
-import { ClusterView } from '../clusterView';
-import { FALLBACK_PALETTE } from '../palette';
+import { IHostQuery } from '../cluster/cluster';
+import { ClusterModel, HOST_PAGE, RequestFn } from '../cluster/clusterModel';
+import { ClusterView } from '../cluster/clusterView';
+import { FALLBACK_PALETTE } from '../charts/palette';
 import { hostDetail, hostRow, manyHosts, overview, pageOf } from './clusterData';
 import { MockApi } from './utils';
 

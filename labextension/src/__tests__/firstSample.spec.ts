@@ -4,19 +4,19 @@
  */
 import * as React from 'react';
 
-import { SidebarView } from '../components';
-import { GpuModel } from '../model';
-import { FALLBACK_PALETTE } from '../palette';
-import { requestAPI } from '../request';
-import { statusText } from '../statusbar';
-import { IStatus } from '../tokens';
+import { SidebarView } from '../cards/components';
+import { GpuModel } from '../gpus/model';
+import { FALLBACK_PALETTE } from '../charts/palette';
+import { requestAPI } from '../api/request';
+import { statusText } from '../shell/statusbar';
+import { IStatus } from '../api/tokens';
 import { catalogueBody, devices, FakeHistory, MockApi, processes, status } from './utils';
 
-jest.mock('../request', () => ({ requestAPI: jest.fn() }));
+jest.mock('../api/request', () => ({ requestAPI: jest.fn() }));
 // The views' JupyterLab icon, the status bar's widgets and the chart library need a browser; the text does not.
 jest.mock('@jupyterlab/ui-components', () => ({ notebookIcon: { react: () => null }, ReactWidget: class {} }));
 jest.mock('@jupyterlab/statusbar', () => ({}));
-jest.mock('../icons', () => ({ gpuIcon: {} }));
+jest.mock('../shell/icons', () => ({ gpuIcon: {} }));
 jest.mock('uplot', () => ({}));
 const { renderToStaticMarkup } = jest.requireActual('react-dom/server') as {
   renderToStaticMarkup: (element: React.ReactElement) => string;

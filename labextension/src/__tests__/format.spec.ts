@@ -1,7 +1,7 @@
 /**
  * Numbers for people and the status-bar summary.
  */
-import { formatBandwidth, formatBytes, formatDuration, formatNumber, migText, summarize } from '../format';
+import { formatBandwidth, formatBytes, formatDuration, formatNumber, migText, summarize } from '../ui/format';
 import { deviceInfo, GIB, latest } from './utils';
 
 const gpu = latest;

@@ -3,8 +3,8 @@ import * as fs from 'fs';
 import * as path from 'path';
 import * as React from 'react';
 
-import { copyLabel, CopyFreeGpus } from '../freeGpus';
-import { IGpu } from '../gpus';
+import { copyLabel, CopyFreeGpus } from '../cards/freeGpus';
+import { IGpu } from '../gpus/gpus';
 import { GIB } from './utils';
 
 const { renderToStaticMarkup } = jest.requireActual('react-dom/server') as {

@@ -5,15 +5,15 @@
  */
 import * as React from 'react';
 
-import { SidebarView } from '../components';
-import { GpuModel } from '../model';
-import { FALLBACK_PALETTE } from '../palette';
-import { requestAPI } from '../request';
-import { IMetricInfo, IProcess } from '../tokens';
+import { SidebarView } from '../cards/components';
+import { GpuModel } from '../gpus/model';
+import { FALLBACK_PALETTE } from '../charts/palette';
+import { requestAPI } from '../api/request';
+import { IMetricInfo, IProcess } from '../api/tokens';
 import { catalogueBody, devices, FakeHistory, IPoint, MockApi, processes, status } from './utils';
 import { HOPPER, liveDevice, mig, NOBODY, proc, snapshot } from './gpmData';
 
-jest.mock('../request', () => ({ requestAPI: jest.fn() }));
+jest.mock('../api/request', () => ({ requestAPI: jest.fn() }));
 jest.mock('@jupyterlab/ui-components', () => ({ notebookIcon: { react: () => null } }));
 jest.mock('uplot', () => ({}));
 const { renderToStaticMarkup } = jest.requireActual('react-dom/server') as {

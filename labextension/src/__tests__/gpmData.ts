@@ -2,7 +2,7 @@
  * Test data for the GPM parts of the sidebar: `samples/latest` answers as the server gives them
  * (GPM figures, per-process use, MIG instances), built from a few values a test dictates.
  */
-import { IDeviceSample, IMigInstance, IProcess, ISnapshot } from '../tokens';
+import { IDeviceSample, IMigInstance, IProcess, ISnapshot } from '../api/tokens';
 import { GIB } from './utils';
 
 export const NOBODY = 'not read: nobody is looking (read only while a view, the API or a snapshot asks for it)';

@@ -3,10 +3,10 @@
  * The server bounds every answer (`max_points`); the model keeps answers as they are and,
  * past its point cap, asks for a fresh window instead of re-bucketing.
  */
-import { requestAPI } from '../request';
+import { requestAPI } from '../api/request';
 import { catalogueBody, metricOf as m, serveModel, status } from './utils';
 
-jest.mock('../request', () => ({ requestAPI: jest.fn() }));
+jest.mock('../api/request', () => ({ requestAPI: jest.fn() }));
 
 const mockedRequest = requestAPI as jest.MockedFunction<typeof requestAPI>;
 

@@ -1,9 +1,9 @@
 /**
  * How a catalogue metric reads on a card and in its chart.
  */
-import { chartRange, formatValue, metricReading, unavailableReason, widestText } from '../metrics';
-import { Timeline } from '../series';
-import { IMetricInfo } from '../tokens';
+import { chartRange, formatValue, metricReading, unavailableReason, widestText } from '../gpus/metrics';
+import { Timeline } from '../gpus/series';
+import { IMetricInfo } from '../api/tokens';
 import { catalogue, FakeHistory, GIB, latest, metricInfo } from './utils';
 
 function m(id: string): IMetricInfo {

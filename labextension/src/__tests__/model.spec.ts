@@ -2,14 +2,14 @@
  * The sidebar model with the request module replaced by an endpoint table: polling, states,
  * incremental samples (the history it keeps and the catalogue: history.spec.ts).
  */
-import { metricReading } from '../metrics';
-import { GpuModel } from '../model';
-import { MAX_BACKOFF_MS, STATUS_BAR_INTERVAL_MS } from '../pollLimits';
-import { requestAPI } from '../request';
-import { ENABLE_COMMAND } from '../tokens';
+import { metricReading } from '../gpus/metrics';
+import { GpuModel } from '../gpus/model';
+import { MAX_BACKOFF_MS, STATUS_BAR_INTERVAL_MS } from '../api/pollLimits';
+import { requestAPI } from '../api/request';
+import { ENABLE_COMMAND } from '../api/tokens';
 import { catalogueBody, devices, FakeHistory, GIB, metricOf as m, MockApi, processes, serveModel, status, until } from './utils';
 
-jest.mock('../request', () => ({ requestAPI: jest.fn() }));
+jest.mock('../api/request', () => ({ requestAPI: jest.fn() }));
 
 const mockedRequest = requestAPI as jest.MockedFunction<typeof requestAPI>;
 

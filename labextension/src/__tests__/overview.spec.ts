@@ -1,9 +1,9 @@
 /**
  * The GPU overview's rows: the catalogue's readings, owners, sorting and filtering.
  */
-import { IGpu } from '../gpus';
-import { filterRows, overviewRows, owners, shortName, SIMULATED_USER_TITLE, sortRows } from '../overview';
-import { IAttributedProcess } from '../tokens';
+import { IGpu } from '../gpus/gpus';
+import { filterRows, overviewRows, owners, shortName, SIMULATED_USER_TITLE, sortRows } from '../gpus/overview';
+import { IAttributedProcess } from '../api/tokens';
 import { catalogue, GIB, latest } from './utils';
 
 function proc(pid: number, user: string | null): IAttributedProcess {

@@ -1,8 +1,8 @@
 /** Which process rows offer kernel actions, the confirmation's words, and the free GPUs copied. */
-import { cudaVisibleDevices, freeGpuIndices } from '../freeGpus';
-import { IGpu } from '../gpus';
-import { confirmation, kernelActionsFor, kernelMemory } from '../processActions';
-import { IAttributedProcess } from '../tokens';
+import { cudaVisibleDevices, freeGpuIndices } from '../cards/freeGpus';
+import { IGpu } from '../gpus/gpus';
+import { confirmation, kernelActionsFor, kernelMemory } from '../processes/processActions';
+import { IAttributedProcess } from '../api/tokens';
 import { GIB } from './utils';
 
 function proc(pid: number, change: Partial<IAttributedProcess> = {}): IAttributedProcess {

@@ -4,9 +4,9 @@
  */
 import * as React from 'react';
 
-import { ProcessList } from '../cardDetails';
-import { IGpu } from '../gpus';
-import { IAttributedProcess } from '../tokens';
+import { ProcessList } from '../cards/cardDetails';
+import { IGpu } from '../gpus/gpus';
+import { IAttributedProcess } from '../api/tokens';
 import { GIB } from './utils';
 
 jest.mock('@jupyterlab/ui-components', () => ({ notebookIcon: { react: () => null } }));

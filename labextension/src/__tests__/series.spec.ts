@@ -1,7 +1,7 @@
 /**
  * The client-side history and the episodes the charts shade.
  */
-import { episodeReasons, lostEpisodes, throttleEpisodes, Timeline } from '../series';
+import { episodeReasons, lostEpisodes, throttleEpisodes, Timeline } from '../gpus/series';
 import { catalogue, FakeHistory } from './utils';
 
 describe('throttleEpisodes', () => {

@@ -9,8 +9,8 @@ import {
   normalizeHistoryWindow,
   normalizeRefreshInterval,
   normalizeShowStatusBar
-} from '../settings';
-import { chosenIds, toggled } from '../metricsField';
+} from '../gpus/settings';
+import { chosenIds, toggled } from '../shell/metricsField';
 import { catalogue, metricInfo } from './utils';
 
 describe('normalizeRefreshInterval', () => {

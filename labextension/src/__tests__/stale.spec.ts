@@ -3,14 +3,14 @@
  */
 import * as React from 'react';
 
-import { SidebarView } from '../components';
-import { staleTitle } from '../format';
-import { GpuModel } from '../model';
-import { FALLBACK_PALETTE } from '../palette';
-import { requestAPI } from '../request';
+import { SidebarView } from '../cards/components';
+import { staleTitle } from '../ui/format';
+import { GpuModel } from '../gpus/model';
+import { FALLBACK_PALETTE } from '../charts/palette';
+import { requestAPI } from '../api/request';
 import { catalogueBody, devices, FakeHistory, MockApi, processes, status } from './utils';
 
-jest.mock('../request', () => ({ requestAPI: jest.fn() }));
+jest.mock('../api/request', () => ({ requestAPI: jest.fn() }));
 // The views' JupyterLab icon and chart library need a browser; the text does not.
 jest.mock('@jupyterlab/ui-components', () => ({ notebookIcon: { react: () => null } }));
 jest.mock('uplot', () => ({}));

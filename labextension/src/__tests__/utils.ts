@@ -3,11 +3,11 @@
  * as the server serves it, and a small fake of the server's history so `since` requests
  * answer like the real one.
  */
-import { Catalogue } from '../catalogue';
-import { CATALOGUE, GPM_FIELDS } from '../catalogue.generated';
-import { ILatestValues } from '../format';
-import { GpuModel } from '../model';
-import { Query, requestAPI } from '../request';
+import { Catalogue } from '../api/catalogue';
+import { CATALOGUE, GPM_FIELDS } from '../api/catalogue.generated';
+import { ILatestValues } from '../ui/format';
+import { GpuModel } from '../gpus/model';
+import { Query, requestAPI } from '../api/request';
 import {
   ApiError,
   IDeviceHistory,
@@ -20,7 +20,7 @@ import {
   ISamples,
   IStatus,
   IUnavailable
-} from '../tokens';
+} from '../api/tokens';
 
 export const GIB = 1024 ** 3;
 

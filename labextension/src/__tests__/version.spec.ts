@@ -2,17 +2,17 @@
  * The sidebar's version against the server's `status.version`: nothing said when they agree,
  * which one to restart or reload when they differ, and an older server that names no version.
  */
-import { GpuModel } from '../model';
-import { requestAPI } from '../request';
-import { statusText } from '../statusbar';
-import { compareVersions, SIDEBAR_VERSION, versionMismatch } from '../version';
+import { GpuModel } from '../gpus/model';
+import { requestAPI } from '../api/request';
+import { statusText } from '../shell/statusbar';
+import { compareVersions, SIDEBAR_VERSION, versionMismatch } from '../api/version';
 import { serveModel, status } from './utils';
 
-jest.mock('../request', () => ({ requestAPI: jest.fn() }));
+jest.mock('../api/request', () => ({ requestAPI: jest.fn() }));
 // The status bar's widgets need a browser; its text does not.
 jest.mock('@jupyterlab/ui-components', () => ({ ReactWidget: class {} }));
 jest.mock('@jupyterlab/statusbar', () => ({}));
-jest.mock('../icons', () => ({ gpuIcon: {} }));
+jest.mock('../shell/icons', () => ({ gpuIcon: {} }));
 
 const mockedRequest = requestAPI as jest.MockedFunction<typeof requestAPI>;
 
