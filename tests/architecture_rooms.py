@@ -192,7 +192,8 @@ FINER_RULES = [
               "magic/ uses cli/ for its plain-text rendering only (cli/render.py)",
               "gpu_widgets.magic", ("gpu_widgets.cli",), still_allowed=("gpu_widgets.cli.render",)),
     FinerRule("frameworks-only-in-integrations",
-              "a training framework (torch, lightning, transformers, keras) is imported only in integrations/",
+              "a training framework (torch, lightning, transformers, keras) is imported only in integrations/ "
+              "(and torch, lazily, in parallel/)",
               "gpu_widgets", ("torch", "lightning", "pytorch_lightning", "transformers", "keras"),
-              exempt=("gpu_widgets.integrations",)),
+              exempt=("gpu_widgets.integrations", "gpu_widgets.parallel")),
 ]

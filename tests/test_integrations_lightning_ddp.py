@@ -1,9 +1,9 @@
 """The Lightning callback under real DDP: two CPU ranks started by torchrun, gloo on loopback.
 
-Every rank runs every hook; what one rank does alone must never wait for the others (reading
-``estimated_stepping_batches`` too early loads the data, a step that synchronises the ranks;
-reading epoch metrics logged with ``sync_dist=True`` reduces them across the ranks). A hang is
-killed at the deadline and fails the test.
+Every rank runs every hook and records, into the launch's one directory; what one rank does alone
+must never wait for the others (reading ``estimated_stepping_batches`` too early loads the data, a
+step that synchronises the ranks; reading epoch metrics logged with ``sync_dist=True`` reduces
+them across the ranks). A hang is killed at the deadline and fails the test.
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_two_ddp_ranks_finish_and_only_rank_zero_records(tmp_path: Path) -> None:
+def test_two_ddp_ranks_finish_and_both_record_into_one_launch(tmp_path: Path) -> None:
     # Given a DDP fit on two gloo ranks with the callback on both
     script = tmp_path / "train_ddp.py"
     script.write_text(SCRIPT)
@@ -71,12 +71,16 @@ def test_two_ddp_ranks_finish_and_only_rank_zero_records(tmp_path: Path) -> None
     assert not done.timed_out, f"the ranks hung (killed after 180 s):\n{done.output[-4000:]}"
     assert done.returncode == 0, done.output[-4000:]
     assert "rank 0 of 2 done" in done.output and "rank 1 of 2 done" in done.output, done.output[-4000:]
-    # and rank 0 alone recorded the run, with the total its own share of the data gives
-    ours = our_lines(done.output)
-    assert len(ours) == 1 and ours[0].startswith("gpu-widgets: recording this run in "), ours
-    [run] = [p for p in runs.iterdir() if (p / "run.json").exists()]
-    meta = json.loads((run / "run.json").read_text())
-    assert meta["status"] == "finished" and meta["total_steps"] == 4
-    rows = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
-    assert [row["step"] for row in rows if "train_loss_step" in row] == [1, 2, 3, 4]
-    assert any("val_loss" in row for row in rows) and any("train_loss_epoch" in row for row in rows)
+    # and each rank recorded the run in the one launch directory, with the total its own share of
+    # the data gives; rank 0 announced the run, rank 1 said where it records
+    [launch] = [p for p in runs.iterdir() if p.is_dir()]
+    top = json.loads((launch / "run.json").read_text())
+    assert top["kind"] == "launch" and top["world_size"] == 2 and top["status"] == "finished"
+    for rank in (0, 1):
+        meta = json.loads((launch / f"rank-{rank}" / "run.json").read_text())
+        assert meta["status"] == "finished" and meta["total_steps"] == 4 and meta["rank"] == rank
+        rows = [json.loads(line) for line in (launch / f"rank-{rank}" / "steps.jsonl").read_text().splitlines()]
+        assert [row["step"] for row in rows if "train_loss_step" in row] == [1, 2, 3, 4]
+        assert any("val_loss" in row for row in rows) and any("train_loss_epoch" in row for row in rows)
+    assert sorted(our_lines(done.output)) == [f"gpu-widgets: rank 1/2 records to {launch / 'rank-1'}",
+                                              f"gpu-widgets: recording this run in {launch / 'rank-0'}"]

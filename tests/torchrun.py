@@ -4,6 +4,9 @@ cluster settings from the developer's shell), and a deadline after which every r
 so a hang fails the test instead of hanging the suite.
 
     done = torchrun(script, tmp_path, nproc=2)   # a RankRun: returncode, output, timed_out
+
+Two "machines" are two torchrun calls (in threads) with ``nnodes=2``, ``node_rank=0`` / ``1`` and
+the same ``master_port``.
 """
 from __future__ import annotations
 
@@ -52,12 +55,14 @@ class RankRun:
 
 
 def torchrun(script: Path, run_dir: Path, *args: str, nproc: int = 2, timeout_s: float = 180,
-             env: dict[str, str] | None = None) -> RankRun:
+             env: dict[str, str] | None = None, nnodes: int = 1, node_rank: int = 0,
+             master_port: int | None = None) -> RankRun:
     """``script`` on ``nproc`` ranks, from its own folder. At the deadline torchrun and every process
     under it are killed: torchrun starts each rank in a session of its own, and a rank left alive
     would keep the output pipe open (and the test waiting)."""
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--nnodes=1",
-               "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(script), *args]
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", f"--nnodes={nnodes}",
+               f"--node_rank={node_rank}", "--master_addr=127.0.0.1", f"--master_port={master_port or free_port()}",
+               str(script), *args]
     proc = subprocess.Popen(command, cwd=script.parent, env=env or rank_env(run_dir), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
     try:

@@ -36,7 +36,8 @@ def _limit(text: str) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    runs = sub.add_parser("runs", help="list recent training runs from the run log, newest first")
+    runs = sub.add_parser("runs", help="list recent training runs from the run log, newest first (a "
+                          "multi-rank launch is one run, with its world size)")
     runs.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
                       help=f"show the N newest runs (default {DEFAULT_LIMIT})")
     runs.add_argument("--all", action="store_true", help="show every run (overrides --limit)")
@@ -80,12 +81,17 @@ def _root(given: Path | None) -> tuple[Path, str]:
 
 
 def render(runs: list[RunInfo]) -> str:
-    rows = [COLUMNS] + [(_name(r.name), _cut(printable(r.status), MAX_NAME), f"{r.steps:,}", _when(r.started),
-                         _when(r.updated), printable(r.directory)) for r in runs]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
+    """The table; a RANKS column (each launch's world size) only when a launch is among the runs."""
+    ranks = any(r.world_size > 1 for r in runs)
+    columns = (*COLUMNS[:3], "RANKS", *COLUMNS[3:]) if ranks else COLUMNS
+    rows = [columns] + [(_name(r.name), _cut(printable(r.status), MAX_NAME), f"{r.steps:,}",
+                         *([f"{r.world_size:,}"] if ranks else []), _when(r.started), _when(r.updated),
+                         printable(r.directory)) for r in runs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns) - 1)]
+    numbers = (2, 3) if ranks else (2,)
     lines = []
     for row in rows:
-        cells = [cell.rjust(w) if i == 2 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))]
+        cells = [cell.rjust(w) if i in numbers else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))]
         lines.append("  ".join([*cells, row[-1]]))
     return "\n".join(lines)
 

@@ -4,6 +4,10 @@ A framework module only translates its hooks into the calls below (``begin``, ``
 ``batch_started``, ``batch_ended``, ``log``, ``end``); the monitor's lifecycle, the choice of
 values, the rank rule and the one line printed outside a notebook live here, the same for all.
 
+The rank rule: under torch.distributed (``RANK`` / ``WORLD_SIZE``, or an initialised process group)
+every rank records, into its launch's one directory (monitor/run_launch.py), and rank 0 alone
+displays; otherwise (one process, or ranks torch does not know of) the framework's process 0 alone.
+
 Batch hooks stamp ``time.perf_counter()`` at the start and end of each step: the time between one
 step's end and the next one's start is what the loop spent waiting for data (all three frameworks
 fetch the batch before their batch-start hook). Each step goes to ``note_data_wait`` (the wait, and
@@ -25,6 +29,7 @@ from typing import Any
 from ..monitor.batches import batch_size_of
 from ..widgets.cell_hooks import in_kernel
 from ..monitor.monitor import TrainingMonitor
+from ..monitor.run_launch import other_rank, this_rank
 from ..monitor.run_state import now as wall_now
 
 _active: "weakref.WeakSet[MonitorFeed]" = weakref.WeakSet()  # feeds between begin() and end()
@@ -42,6 +47,12 @@ def check_options(monitor: Any, options: dict[str, Any], owner: str) -> None:
         inspect.signature(TrainingMonitor).bind(**options)
     except TypeError as exc:
         raise TypeError(f"{owner}: keyword arguments go to TrainingMonitor, which refuses them: {exc}") from None
+
+
+def records_here(process_zero: bool) -> bool:
+    """Whether this process records: every rank of a torch.distributed launch, else the
+    framework's process 0 alone (``process_zero``)."""
+    return process_zero or this_rank() is not None
 
 
 def number(value: Any) -> Any | None:
@@ -90,18 +101,20 @@ class MonitorFeed:
         self.step_busy: float | None = None  # the previous step, start to end
         self._add_wait: Any = None  # the monitor's recorders, from begin()
         self._add_samples: Any = None
+        self._beat: Any = None  # the monitor's Heartbeat, from begin()
 
     @property
     def monitor(self) -> TrainingMonitor:
-        """Created on first use, so that processes other than rank 0 never create one (nor show it)."""
+        """Created on first use: only a process that records (``records_here``) makes one."""
         if self._monitor is None:
             self._monitor = TrainingMonitor(**self._options)
         return self._monitor
 
     # -- the run's lifecycle ----------------------------------------------------------------------
-    def begin(self, total_steps: int | None = None) -> None:
+    def begin(self, total_steps: int | None = None, model: Any = None) -> None:
         """Training starts. A monitor of ours that an earlier run ended is replaced by a new one:
-        each run its own run log. A given monitor resumes, unless it finished (it cannot log again)."""
+        each run its own run log. A given monitor resumes, unless it finished (it cannot log again).
+        ``model``: the framework's torch module, whose forward the monitor times."""
         mon = self.monitor
         if self.active and mon.status == "running":
             # The previous run raised where this framework has no hook to tell us: it failed.
@@ -117,6 +130,12 @@ class MonitorFeed:
         self.step_started = self.step_ended = self.step_busy = None
         self._unannounced = True
         self.set_total(total_steps)
+        if model is not None:
+            try:
+                mon.watch_model(model)
+            except TypeError:  # not a torch module: its forward is not timed, training goes on
+                pass
+        self._beat = mon.parts.timing.beat  # the rank's phase, for its heartbeat
         mon.__enter__()  # the run (its clock, GPU sampling, run log) starts with training, not at step 1
         # Every step passes here: the monitor's own recorders, without the checks its public
         # note_data_wait() / note_batch() make on values from a user (ours are always sound).
@@ -141,6 +160,7 @@ class MonitorFeed:
 
     def batch_started(self) -> None:
         now = self.step_started = perf_counter()
+        self._beat.state, self._beat.step_started = ("forward", now), now  # has its batch
         ended, busy = self.step_ended, self.step_busy
         if ended is not None and busy is not None and now >= ended:
             wait = now - ended
@@ -149,6 +169,7 @@ class MonitorFeed:
     def batch_ended(self, batch: Any = None, samples: int | None = None) -> None:
         """One batch done: its samples counted (from ``samples``, else read from ``batch``)."""
         ended = self.step_ended = perf_counter()
+        self._beat.state = ("data", ended)  # the framework fetches the next batch now
         if self.step_started is not None:
             self.step_busy = ended - self.step_started
         if samples is None and batch is not None:
@@ -189,8 +210,8 @@ class MonitorFeed:
         if run_dir is None or not self._unannounced:
             return  # no run log, or not written yet (the monitor's thread makes the directory)
         self._unannounced = False
-        if in_kernel():
-            return
+        if in_kernel() or other_rank():
+            return  # a rank other than 0 printed its own line (run_launch)
         print(f"gpu-widgets: recording this run in {run_dir}", file=sys.stderr, flush=True)
 
 

@@ -1,7 +1,8 @@
 """A Keras 3 callback that feeds a TrainingMonitor: ``model.fit(..., callbacks=[GpuWidgetsCallback()])``.
 
-Any backend. What it records, on process 0 only (``KERAS_DISTRIBUTION_PROCESS_ID``, else the
-backend's own rank: ``torch.distributed`` or ``jax.process_index()``):
+Any backend. What it records, on every rank of a torch.distributed launch (each into its launch's
+``rank-<r>/``), else on process 0 only (``KERAS_DISTRIBUTION_PROCESS_ID``, else the backend's own
+rank: ``jax.process_index()``):
 
 * after every batch, as Keras reports it (its progress bar does the same): the batch's logs
   (``loss``, the compiled metrics; Keras gives their running means over the epoch) at the step
@@ -30,7 +31,7 @@ except ImportError:
 
 from ..monitor.batches import batch_size_of
 from ..monitor.monitor import TrainingMonitor
-from ._callback_core import MonitorFeed, numbers
+from ._callback_core import MonitorFeed, numbers, records_here
 from ._device import keras_model_device, note_device
 
 _OWNER = "GpuWidgetsCallback (Keras)"
@@ -101,7 +102,7 @@ class GpuWidgetsCallback(keras.callbacks.Callback):
 
     # -- hooks ----------------------------------------------------------------------------------
     def on_train_begin(self, logs: Any = None) -> None:
-        if process_index() != 0:
+        if not records_here(process_index() == 0):  # every torch.distributed rank records
             return
         epochs, steps = self.params.get("epochs"), self.params.get("steps")
         self._feed.begin(epochs * steps if epochs and steps else None)

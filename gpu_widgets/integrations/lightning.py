@@ -1,7 +1,8 @@
 """A Lightning callback that feeds a TrainingMonitor: ``pl.Trainer(callbacks=[GpuWidgetsCallback()])``.
 
 Works with Lightning 2.x (``lightning.pytorch``; ``pytorch_lightning`` when only that is installed).
-What it records, on the global-zero process only (``trainer.is_global_zero``):
+What it records, on every rank under torch.distributed (each into its launch's ``rank-<r>/``; rank 0
+alone displays), else on the global-zero process (``trainer.is_global_zero``):
 
 * every ``trainer.log_every_n_steps`` optimizer steps (Lightning's own logging rhythm): the loss
   the ``training_step`` returned (as ``loss``, unless a metric you log on the step already has
@@ -14,7 +15,7 @@ What it records, on the global-zero process only (``trainer.is_global_zero``):
 * the end: finished (``on_fit_end``), interrupted (Ctrl-C) or failed (``on_exception``; Lightning
   raises the exception on).
 
-Under DDP every rank runs these hooks and only rank 0 records, so nothing a rank does alone may
+Under DDP every rank runs these hooks and records, and nothing a rank does alone may
 wait for the others: the total is read once the loaders are set up (reading it earlier loads the
 data, a step that synchronises the ranks), and the metrics at the end of an epoch or of validation
 are read on every rank (Lightning reduces the ``sync_dist=True`` ones across the ranks right then).
@@ -35,7 +36,7 @@ except ImportError:  # the older package name, same API in 2.x
                           "pip install 'gpu-widgets[lightning]'") from None
 
 from ..monitor.monitor import TrainingMonitor
-from ._callback_core import MonitorFeed, number, numbers
+from ._callback_core import MonitorFeed, number, numbers, records_here
 
 _OWNER = "GpuWidgetsCallback (Lightning)"
 
@@ -113,9 +114,9 @@ class GpuWidgetsCallback(pl.Callback):
     # -- hooks ----------------------------------------------------------------------------------
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         left = dict(_metrics(trainer))  # from an earlier fit; read on every rank (see _metrics)
-        if not trainer.is_global_zero:
+        if not records_here(trainer.is_global_zero):
             return
-        self._feed.begin()  # the total comes in on_train_start
+        self._feed.begin(model=pl_module)  # the total comes in on_train_start
         self._seen = left
         self._logged_step = -1
 
@@ -124,13 +125,13 @@ class GpuWidgetsCallback(pl.Callback):
             self._feed.set_total(_total(trainer))
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        if trainer.is_global_zero and self._feed.active:
+        if self._feed.active:
             epochs = trainer.max_epochs
             self._feed.epoch(trainer.current_epoch + 1, epochs if epochs and epochs > 0 else None)
 
-    # Only the global-zero process ever begins a run (on_fit_start), so ``active`` alone says
-    # whether this process records: the per-batch hooks read no trainer property for it, and the
-    # metrics they read on rank 0 alone are step values (see _metrics).
+    # Only a recording process begins a run (on_fit_start), so ``active`` alone says whether this
+    # process records: the per-batch hooks read no trainer property for it, and the metrics they
+    # read there are step values (see _metrics).
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         if self._feed.active:
             self._feed.batch_started()
@@ -160,7 +161,7 @@ class GpuWidgetsCallback(pl.Callback):
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         self._log_changed(trainer)
-        if trainer.is_global_zero:
+        if self._feed.active:
             self._feed.restart_wait()  # validation is not time spent waiting for training data
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
@@ -168,9 +169,7 @@ class GpuWidgetsCallback(pl.Callback):
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self._log_changed(trainer)
-        if trainer.is_global_zero:
-            self._feed.end(step=trainer.global_step)
+        self._feed.end(step=trainer.global_step)  # nothing unless this process records
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        if trainer.is_global_zero:
-            self._feed.end(exception, step=trainer.global_step)
+        self._feed.end(exception, step=trainer.global_step)

@@ -1,7 +1,8 @@
 """A Hugging Face Trainer callback that feeds a TrainingMonitor:
 ``Trainer(..., callbacks=[GpuWidgetsCallback()])`` (transformers 5.x).
 
-What it records, on the main process only (global rank 0: ``args.process_index == 0``):
+What it records, on every rank under torch.distributed (each into its launch's ``rank-<r>/``; rank 0
+alone displays), else on the main process only (global rank 0: ``args.process_index == 0``):
 
 * what the Trainer logs, when it logs (``logging_steps`` / ``logging_strategy``, and each
   evaluation): ``loss``, ``learning_rate``, ``grad_norm``, ``eval_loss``, your
@@ -31,7 +32,7 @@ except ImportError:
 
 from ..monitor.batches import batch_size_of
 from ..monitor.monitor import TrainingMonitor
-from ._callback_core import MonitorFeed, numbers
+from ._callback_core import MonitorFeed, numbers, records_here
 from ._device import note_device, torch_model_device
 
 _OWNER = "GpuWidgetsCallback (transformers)"
@@ -74,9 +75,9 @@ class GpuWidgetsCallback(TrainerCallback):
     # -- hooks ----------------------------------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         self._unhook()  # left by a train() that raised
-        if not _main(args, state):
+        if not records_here(_main(args, state)):
             return
-        self._feed.begin(state.max_steps if state.max_steps and state.max_steps > 0 else None)
+        self._feed.begin(state.max_steps if state.max_steps and state.max_steps > 0 else None, model)
         self._samples = 0
         # The Trainer logs floats, not tensors: where the model is tells "training runs on the CPU".
         device = torch_model_device(model) if model is not None else None
@@ -85,11 +86,11 @@ class GpuWidgetsCallback(TrainerCallback):
             self._hook = model.register_forward_pre_hook(self._count, with_kwargs=True)
 
     def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if _main(args, state) and self._feed.active:
+        if self._feed.active:
             self._feed.epoch(int(state.epoch or 0) + 1, state.num_train_epochs or None)
 
-    # Only the main process begins a run (on_train_begin): ``active`` alone says whether this
-    # process records, so the per-step hooks read nothing else.
+    # Only a recording process begins a run (on_train_begin): ``active`` alone says whether this
+    # process records, so the other hooks read nothing else.
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._feed.active:
             self._feed.batch_started()
@@ -100,21 +101,20 @@ class GpuWidgetsCallback(TrainerCallback):
             self._feed.batch_ended(samples=samples if self._hook is not None else None)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
-        if not (_main(args, state) and self._feed.active and logs) or _SUMMARY in logs:
+        if not (self._feed.active and logs) or _SUMMARY in logs:
             return
         values = numbers(logs, skip=("epoch", "total_flos"))
         self._feed.log(state.global_step, {k: v for k, v in values.items() if not k.endswith(_NOT_CURVES)})
         self._feed.restart_wait()  # the Trainer's logging (it reads the loss) is not waiting for data
 
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if _main(args, state):
+        if self._feed.active:
             self._feed.restart_wait()  # nor is an evaluation
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if _main(args, state):
+        if self._feed.active:
             self._feed.restart_wait()  # nor a checkpoint
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._unhook()
-        if _main(args, state):
-            self._feed.end(step=state.global_step)
+        self._feed.end(step=state.global_step)  # nothing unless this process records

@@ -8,6 +8,14 @@ Each closed bin is also a line of the run log's ``data_wait.jsonl`` (``take_unsa
 start, wait, step seconds and step count), from which ``load()`` and ``follow()`` rebuild the chart
 and the share (``add_saved``): bounded by time, not by steps.
 
+With a forward timer (``TrainingMonitor(model=...)``, parallel/forward_timer.py) each bin also
+sums the seconds its steps spent in the model's forward (``forward_s``). A forward belongs to the
+step whose wait follows it (a step is the loop's work, then its wait for the next batch), so on
+CPU each forward lands in its own step's bin; a CUDA forward read after its step was binned goes
+to the bin being filled (at most a bin late). The forward of the last batch, whose step is never
+counted, is not either. Until a forward was timed (a model whose forward the loop never calls:
+Lightning's ``training_step`` need not call ``self(x)``), bins have no ``forward_s``: unknown.
+
 The first batch of each epoch is not counted: its wait is the loader starting up (worker
 processes, opening files), a one-off cost that would otherwise dominate the first ~20 steps.
 
@@ -55,9 +63,13 @@ class StepTimes:
         self.recent: deque[tuple[float, float]] = deque(maxlen=WINDOW_STEPS)
         self.inbox: deque[tuple[float, float, float]] = deque(maxlen=8192)  # + perf_counter at the step's start
         self.curve = Decimator(max_points)
-        self.open_bin: list[float] | None = None  # [first step's start (epoch s), wait, total, steps] being filled
+        self.open_bin: list[float] | None = None  # [first step's start (epoch s), wait, total, steps, forward]
         self.changed = False  # points added since the chart's last redraw
         self.unsaved: list[list[float]] | None = None  # closed bins for the run log; None: no run log
+        self.timer: Any = None  # a ForwardTimer: bins get forward_s (a 5th slot)
+        self.forwards: deque[tuple[float, float]] = deque(maxlen=8192)  # (perf_counter, s) not binned yet
+        self.counted_until = -math.inf  # perf_counter at the end of the last step binned
+        self.forward_seen = False  # a forward was timed: bins say forward_s (0 is then a real 0)
 
     def add(self, wait_s: float, step_s: float, at: float) -> None:
         """One step (the loop's thread): ``wait_s`` of its ``step_s`` spent waiting for data;
@@ -86,19 +98,37 @@ class StepTimes:
         """Fold new steps into half-second bins, timed in run_state.now()'s clock (epoch seconds,
         as the run log's other times); ``t0``: the run's start, x = 0 of the chart."""
         to_epoch = run_state.now() - time.perf_counter()
+        timed = self.timer is not None
+        forwards = self.forwards
+        if timed:
+            forwards.extend(self.timer.take())
+            self.forward_seen = self.forward_seen or bool(forwards)
         while self.inbox:
             at, wait, step = self.inbox.popleft()
-            at += to_epoch
+            epoch_at = at + to_epoch
             b = self.open_bin
-            if b is not None and at - b[0] >= BIN_S:
+            if b is not None and epoch_at - b[0] >= BIN_S:
                 self.close_bin(t0)
                 b = None
             if b is None:
-                b = self.open_bin = [at, 0.0, 0.0, 0]
+                b = self.open_bin = [epoch_at, 0.0, 0.0, 0, 0.0]
             b[1] += wait
             b[2] += step
             b[3] += 1
+            if timed:
+                end = at + wait
+                while forwards and forwards[0][0] <= end:
+                    t, seconds = forwards.popleft()
+                    # this step's own, or one of a step binned before (CUDA: read late); not one
+                    # of the steps in between that were not counted (an epoch's first batch)
+                    if t >= end - step or t < self.counted_until:
+                        b[4] += seconds
+                self.counted_until = end
             self.changed = True
+        while forwards and forwards[0][0] < self.counted_until:  # late, no step since
+            seconds = forwards.popleft()[1]
+            if self.open_bin is not None:
+                self.open_bin[4] += seconds
 
     def close_bin(self, t0: float | None) -> None:
         """The bin being filled is complete: a point of the chart, and a line for the run log."""
@@ -116,10 +146,15 @@ class StepTimes:
         self.drain(t0)
         if final:
             self.close_bin(t0)
+            self.forwards.clear()  # the last batch's: its step is not counted
         bins = self.unsaved or []
         if self.unsaved is not None:
             self.unsaved = []
-        return [{"time": b[0], "wait_s": round(b[1], 6), "step_s": round(b[2], 6), "steps": int(b[3])} for b in bins]
+        rows = [{"time": b[0], "wait_s": round(b[1], 6), "step_s": round(b[2], 6), "steps": int(b[3])} for b in bins]
+        if self.timer is not None and self.forward_seen:  # a model whose forward never ran: unknown
+            for row, b in zip(rows, bins):
+                row["forward_s"] = round(b[4], 6)
+        return rows
 
     def add_saved(self, rows: Iterable[dict[str, Any]], t0: float) -> None:
         """Bins read back from a run log (load(), follow()): the chart's points, and for the share
@@ -156,25 +191,36 @@ class TimedBatches:
     step is from one batch's arrival to the next one's; the wait is the time inside ``next()``.
     The loader's own exceptions pass through untouched."""
 
-    def __init__(self, iterable: Iterable[Any], times: StepTimes) -> None:
+    def __init__(self, iterable: Iterable[Any], times: StepTimes, beat: Any = None) -> None:
         self.iterable = iterable
         self.times = times
+        self.beat = beat if beat is not None else _NoBeat()  # parallel.heartbeat.Heartbeat: the phase
 
     def __iter__(self) -> Iterator[Any]:
-        clock, add = time.perf_counter, self.times.add
+        clock, add, beat = time.perf_counter, self.times.add, self.beat
         batches = iter(self.iterable)
         last = None  # the first batch of an epoch is the loader starting up: not counted
         while True:
             began = clock()
+            beat.state = ("data", began)
             try:
                 batch = next(batches)
             except StopIteration:
+                beat.state = ("idle", clock())
                 return
             got = clock()
+            beat.state = ("forward", got)  # it has its batch, its forward not done (hooks tell more)
+            beat.step_started = got
             if last is not None:
                 add(got - began, got - last, began)
             last = got
             yield batch
+
+
+class _NoBeat:
+    """A heartbeat nobody reads (no monitor gave one)."""
+
+    __slots__ = ("state", "step_started")
 
 
 def checked_wait(wait_s: Any, step_s: Any) -> tuple[float, float]:

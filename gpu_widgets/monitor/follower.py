@@ -8,15 +8,22 @@ same records and GPU trace a live run fills, and redraws with the same bounds: l
 chunk at a time with a redraw between chunks, so the view fills in while it catches up and only
 the compact columns stay in memory. Once run.json says the run ended (and every line is read), or
 its process died without ending it, the monitor shows it as ended and the thread stops.
+
+A launch (every rank of a torch.distributed run) is followed through its rank 0 (the loss, the
+GPUs), and the whole launch is read again every WORLD_EVERY_S for its ranks and the straggler
+verdict (world.py), until rank 0's run ends.
 """
 from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
+from pathlib import Path
 from typing import Any
 
 from ..runs.follow import ENDED_WORDS, RunTail, writer_alive
+from ..runs.launch_read import read_launch
 from ..runs.run_log import GPU
 from ..runs.saved_run import SavedRun
 from ..widgets import cell_hooks
@@ -24,6 +31,7 @@ from .arguments import number_in
 from .monitor_run import MonitorRun
 from .run_recording import MIN_GPU_DROP
 from .run_state import State
+from .world import launch_of, rank0_of, world_of
 
 POLL_S = 0.5
 STEP_BYTES = 2 << 20  # read per pass (~25k rows): then a redraw, so a long log fills in visibly
@@ -36,6 +44,7 @@ GPU_WINDOW_S = 3600.0  # GPU samples kept in memory, as a live run keeps them; o
 # refused as read-only instead of mixing the user's rows into someone else's run.
 FOLLOWING = str(State.RUNNING)
 MAX_NOTES = 20
+WORLD_EVERY_S = 1.0  # a launch's ranks re-read this often: their heartbeats change once a second
 
 
 def follow(cls: Any, run_dir: str | os.PathLike, *, display: bool = True, poll_s: float = POLL_S,
@@ -47,13 +56,16 @@ def follow(cls: Any, run_dir: str | os.PathLike, *, display: bool = True, poll_s
     as that run. It is read-only: ``log()`` on it raises. Reading happens on a thread of its own,
     every ``poll_s`` seconds (over 0.01, up to 60), never in the caller's loop."""
     poll_s = number_in("poll_s", poll_s, 0.01, 60.0)
-    tail = RunTail(run_dir)
+    launch = launch_of(run_dir)
+    tail = RunTail(run_dir if launch is None else rank0_of(launch))
     meta = tail.meta()  # its notes come with the first pass
-    saved = SavedRun(tail.path, meta)
+    saved = SavedRun(tail.path if launch is None else launch, meta)
+    if launch is not None:
+        saved.launch = read_launch(launch)
     mon = cls(_title(meta, tail), run_log=False, display=False, saved_run=saved, max_points=max_points,
               x_axis=x_axis)
     r: MonitorRun = mon.parts
-    follower = Follower(r, tail, poll_s)
+    follower = Follower(r, tail, poll_s, launch)
     r.follow_with(follower, f"following: read every {poll_s:g} s until the run ends", tail.path / GPU)
     follower.apply_meta(r, meta)
     if display and cell_hooks.in_kernel():
@@ -70,8 +82,10 @@ def _title(meta: dict[str, Any], tail: RunTail) -> str:
 class Follower:
     """Reads one run's new lines into a read-only MonitorRun, on a thread of its own."""
 
-    def __init__(self, r: MonitorRun, tail: RunTail, poll_s: float) -> None:
+    def __init__(self, r: MonitorRun, tail: RunTail, poll_s: float, launch: Path | None = None) -> None:
         self.tail = tail
+        self.launch = launch  # a launch followed through its rank 0 (tail): its ranks are read too
+        self.world_due = 0.0
         self.poll_s = poll_s
         self.stop = threading.Event()
         self.done = threading.Event()  # the run ended and everything was read (or following failed)
@@ -141,6 +155,7 @@ class Follower:
         # the pass after, which reads run.json again (and the rows before it) first.
         dead = caught_up and not ended and writer_alive(meta) is False
         gone, self.dead_seen = dead and self.dead_seen, dead
+        self.read_world(r, now_anyway=ended or gone)
         if ended or gone:
             why = [f"ended with {meta['error']}"] if meta.get("error") else []
             if gone:
@@ -154,6 +169,23 @@ class Follower:
         # million rows at once would be ~130 MB). Caught up: the live monitor's redraw pace.
         r.redraw(now_anyway=not caught_up)
         return False
+
+    def read_world(self, r: MonitorRun, now_anyway: bool) -> None:
+        """The launch's ranks and verdict, every WORLD_EVERY_S (RunFeed.set_world). A launch that
+        cannot be read is a note; following rank 0 goes on."""
+        if self.launch is None or (not now_anyway and time.monotonic() < self.world_due):
+            return
+        self.world_due = time.monotonic() + WORLD_EVERY_S
+        try:
+            launch = read_launch(self.launch)
+        except OSError as exc:
+            self._note(r, f"the launch {self.launch} could not be read ({type(exc).__name__}: {exc})")
+            return
+        for note in launch.notes:
+            if note not in self.meta_notes and len(self.meta_notes) < MAX_NOTES:
+                self.meta_notes.add(note)
+                self._note(r, note)
+        r.set_world(world_of(launch))
 
     def apply_meta(self, r: MonitorRun, meta: dict[str, Any]) -> None:
         """What run.json says about the run's shape (RunFeed.adopt_meta); a run shown as

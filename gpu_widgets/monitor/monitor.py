@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..runs.saved_run import SavedRun, read_run
+from ..runs.saved_run import SavedRun
 from ..sampling.sampler import Sampler
 from ..widgets import cell_hooks
 from . import run_state
@@ -29,9 +29,11 @@ from .history_frame import history_frame
 from .loop_hooks import LoopHooks
 from .monitor_header import Progress
 from .monitor_run import MonitorRun
+from .rank_timing import ModelHooks
 from ..widgets.process_gpus import check_choice
 from .run_recording import all_gpu_rows, run_root
 from .run_state import State
+from .world import WorldAttributes, read_any
 
 READY, RUNNING, IDLE, FINISHED, FAILED, INTERRUPTED = (
     State.READY, State.RUNNING, State.IDLE, State.FINISHED, State.FAILED, State.INTERRUPTED)
@@ -39,7 +41,7 @@ MAX_REDRAW_HZ = 4.0
 DEFAULT_GPU_WINDOW_S = 3600.0
 
 
-class TrainingMonitor(LoopHooks, CompareRuns):  # + note_batch(), note_data_wait(), note_device(); compare()
+class TrainingMonitor(LoopHooks, ModelHooks, WorldAttributes, CompareRuns):  # + note_*(), watch_model(); compare()
     """A live view of a training run: metrics you ``log()``, and the GPUs the loop uses.
 
     Parameters (all keyword-only except ``title``):
@@ -69,6 +71,7 @@ class TrainingMonitor(LoopHooks, CompareRuns):  # + note_batch(), note_data_wait
       it is yours to start and stop.
     * ``saved_run``: a :class:`gpu_widgets.runs.saved_run.SavedRun` to show read-only, with no
       run log (what :meth:`load` passes).
+    * ``model``: a torch module whose forward is timed while the run runs (see ``watch_model``).
     """
 
     def __init__(
@@ -76,7 +79,7 @@ class TrainingMonitor(LoopHooks, CompareRuns):  # + note_batch(), note_data_wait
         plot: Any = None, x_axis: str = "time", gpus: Any = "auto", run_log: bool | str | os.PathLike = True,
         max_points: int = 2000, redraw_hz: float = MAX_REDRAW_HZ, flush_s: float = 1.0,
         gpu_window_s: float | None = DEFAULT_GPU_WINDOW_S, display: bool = True, static_image: bool = True,
-        sampler: Sampler | None = None, saved_run: SavedRun | None = None,
+        sampler: Sampler | None = None, saved_run: SavedRun | None = None, model: Any = None,
     ) -> None:
         check_monitor(title, x_axis, max_points, sampler, saved_run)
         progress = Progress(positive_int("batch_size", batch_size), positive_int("total_steps", total_steps))
@@ -92,6 +95,7 @@ class TrainingMonitor(LoopHooks, CompareRuns):  # + note_batch(), note_data_wait
             static_image=bool(static_image), choice=choice, sampler=sampler, root=root, flush_s=flush_s,
             gpu_window_s=window,
         )
+        r.timing.watch(model)  # a TypeError for anything but a torch module
         # The parts log() touches (the hot path: one attribute each).
         self._run, self._records, self._writer, self._log_lock = r.run, r.records, r.writer, r.log_lock
         self._logging = False  # log() is running on the thread that holds _log_lock
@@ -332,10 +336,10 @@ class TrainingMonitor(LoopHooks, CompareRuns):  # + note_batch(), note_data_wait
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, display: bool = False) -> "TrainingMonitor":
-        """Show a finished run again, read-only: a run-log directory, its steps.jsonl, or a file
-        written by :meth:`save` (its GPU samples are read from beside it). A damaged steps file raises
-        :class:`gpu_widgets.RunFileError` naming the file and line; a torn last line, and bad lines
+        """Show a finished run again, read-only: a run-log directory (a launch's: rank 0's run, with ``ranks``), its
+        steps.jsonl, or a file written by :meth:`save` (its GPU samples are read from beside it). A damaged steps file
+        raises :class:`gpu_widgets.RunFileError` naming the file and line; a torn last line, and bad lines
         of the side files, are skipped with a ``RuntimeWarning``."""
-        run = read_run(path)
+        run = read_any(path)  # a launch: rank 0's run, and the launch's ranks (world.py)
         return cls(run.title, batch_size=run.meta.get("batch_size"), total_steps=run.meta.get("total_steps"),
                    run_log=False, display=display, saved_run=run)

@@ -64,7 +64,7 @@ def samples_rate(counter: SampleCounter, window_s: float | None, steps_per_s: fl
 
 
 def header_html(title: str, run: RunState, records: Records, charts: MonitorCharts, gpus: RunGpus,
-                progress: Progress, counter: SampleCounter, run_dir: Path | None) -> str:
+                progress: Progress, counter: SampleCounter, run_dir: Path | None, world: Any = None) -> str:
     running = run.state == State.RUNNING
     notes = run.notes
     if run.readonly:
@@ -118,4 +118,5 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
         notes=notes, run_dir=str(run_dir) if run_dir is not None else None,
         data_wait=share, diagnosis=diagnosis, alerts=alerts.header_lines(used, running),
         alerts_ended=alerts.ended_on(used), alerts_problem=alerts.problem,
+        world=None if world is None else world.line(), straggler=world is not None and world.straggler is not None,
     ))

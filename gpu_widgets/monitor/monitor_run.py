@@ -30,9 +30,11 @@ from ..widgets.drawable import short_title
 from ..widgets.final_output import static_bundle
 from .monitor_charts import MonitorCharts, PlotSpec, gpu_charts
 from .monitor_header import Progress, header_html, steps_done
+from .rank_timing import RankTiming
 from ..widgets.process_gpus import Choice
 from .run_feed import DRAW_CPU_SHARE, RunFeed
 from .run_gpus import RunGpus
+from .run_launch import other_rank
 from .run_recording import RunWriter, all_gpu_rows, run_meta, save_run
 from .run_state import ENDED, RunState, State
 from ..widgets.png_cards import CachedPng
@@ -63,6 +65,7 @@ class MonitorRun(RunFeed):
         self.view = ChartsView("", time_domain=(0.0, None))
         self.charts = MonitorCharts(self.view, plot, x_axis, max_points, gpu_charts(self.trace.curve_specs))
         self.writer.waits = self.charts.waits  # the data-wait bins go to the run log too
+        self.timing = RankTiming(self.charts.waits, self.records, self.run.problem)  # model=, heartbeat
         self.writer.alerts = self.gpus.alerts  # and the alert episodes
         self.writer.facts = self.facts  # and, in run.json, what the run learns as it goes
         self.draw_due = 0.0
@@ -87,6 +90,7 @@ class MonitorRun(RunFeed):
         run, res = self.run, self.res
         resumed = run.begin()
         self.trace.t0 = run.t0
+        run.guard("timing the model", self.timing.start)
         run.guard("GPU sampling", self.gpus.connect)
         p = self.progress
         run.guard("run log", self.writer.open, run_meta(self.title, run.t0, p.batch_size, p.total_steps), resumed)
@@ -123,6 +127,7 @@ class MonitorRun(RunFeed):
             run.guard("stopping", self.res.release, join=True)
             self.tick(final=True, stopping=True)
             self.writer.close()
+        run.guard("stopping", self.timing.stop, self.writer.run_dir)
         cell_hooks.unwatch(self)
         self.show_final()
 
@@ -195,6 +200,7 @@ class MonitorRun(RunFeed):
                 for message in records.resolve_deferred():
                     run.problem(message)
                 writer.write(n, stopping)
+            run.guard("heartbeat", self.timing.tick, writer.run_dir)
             now = time.monotonic()
             if final or self.shown and now >= self.draw_due:
                 began, lines_before = time.thread_time(), self.view.line_count
@@ -217,10 +223,12 @@ class MonitorRun(RunFeed):
 
     def header_html(self) -> str:
         return header_html(self.title, self.run, self.records, self.charts, self.gpus, self.progress,
-                           self.samples, self.writer.run_dir)
+                           self.samples, self.writer.run_dir, self.world)
 
     # -- display ----------------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        if not self.run.readonly and other_rank():
+            return {"text/plain": repr(self)}  # rank 0 alone shows a launch's run
         if not self.shown:
             self.shown = True
             if self.run.state == State.RUNNING and self.tick_lock.acquire(timeout=1.0):
@@ -256,6 +264,8 @@ class MonitorRun(RunFeed):
         the run stops (show_final)."""
         from IPython.display import display as show
 
+        if other_rank():
+            return  # rank 0 alone displays; this rank printed where it records
         self.display_handle = show(self, display_id=True)
 
     def show_final(self) -> None:

@@ -63,6 +63,8 @@ class MonitorText:
     alerts: Sequence[tuple[str, str]] = ()  # (severity, line) of each open alert (monitor_alerts)
     alerts_ended: int = 0  # alerts that ended this run
     alerts_problem: str | None = None
+    world: str | None = None  # a launch's ranks, and its straggler (world.World.line)
+    straggler: bool = False  # that line names one
 
 
 def rate_number(per_s: float) -> str:
@@ -118,6 +120,8 @@ def render_monitor(t: MonitorText) -> str:
     if detail:
         lines.append(f'<div class="{"gpuw-error" if t.status == "failed" else "gpuw-muted"}">{escape(detail)}</div>')
     lines.append(progress_html(t))
+    if t.world:
+        lines.append(f'<div class="{"gpuw-warn" if t.straggler else "gpuw-muted"} gpuw-world">{escape(t.world)}</div>')
     if t.latest:
         lines.append(f'<div class="gpuw-row">{" ".join(stat(k, units.value(v)) for k, v in t.latest.items())}</div>')
     for key, (step, value, count) in t.nonfinite.items():

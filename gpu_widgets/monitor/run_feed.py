@@ -1,6 +1,7 @@
 """How a reader of a run log feeds a read-only MonitorRun: ``load()`` all at once (``show_saved``),
 ``follow()`` pass after pass (follower.Follower). These are the only ways in: the reader never
-touches the run's parts (records, GPU trace, charts, alerts, state) itself.
+touches the run's parts (records, GPU trace, charts, alerts, state) itself. A launch's ranks and
+verdict (world.World) come in through ``set_world``.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, Callable
 from ..runs.saved_run import SavedRun
 from .arguments import positive_int
 from .run_state import State
+from .world import world_of
 
 # Redrawing is a monitor's only work that can wait; keeping it to 0.3 % of one core keeps the
 # whole monitor under 1 % of a training loop (docs/benchmarks.md, section 3). Live runs
@@ -33,6 +35,8 @@ class RunFeed:
     draw_due: float
     tick_lock: Any
     follower: Any = None  # follower.Follower while another process's run is followed
+    world: Any = None  # world.World: the launch shown (set_world); None: a single-process run
+    host: str | None = None  # the host a loaded run was recorded on (its run.json)
 
     draw: Callable[[int], None]
     show_final: Callable[[], None]
@@ -53,7 +57,16 @@ class RunFeed:
         self.charts.waits.add_saved(saved.data_wait_rows, trace.t0)
         self.gpus.alerts.add_saved(saved.alert_rows)
         run.state = State.saved(saved.meta.get("status"))
+        host = saved.meta.get("host")
+        self.host = host if isinstance(host, str) else None
+        if saved.launch is not None:
+            self.set_world(world_of(saved.launch))
         self.draw(self.records.size)
+
+    def set_world(self, world: Any) -> None:
+        """The launch's ranks and straggler verdict as read now (world.World), for the
+        attributes and the header: once for load(), every second for follow(), on demand live."""
+        self.world = world
 
     # -- follow(): a pass at a time -------------------------------------------------------------
     def follow_with(self, follower: Any, note: str, gpu_file: Path) -> None:

@@ -23,6 +23,7 @@ from ..runs.run_log import RunLog, default_root, enabled_by_env, max_bytes_from_
 from . import run_state
 from .background import Resources
 from .monitor_header import steps_done
+from .run_launch import LaunchRecording
 from .run_state import RunState, State
 
 WRITE_TICK_S = 0.25
@@ -89,11 +90,19 @@ class RunWriter:
         self.alerts: Any = None  # the run's MonitorAlerts: each episode's start and end go to alerts.jsonl
         # What the run learns as it goes (track()'s batch size, the GPUs it uses): run.json fields
         self.facts: Callable[[], dict[str, Any]] | None = None
+        self.launch = LaunchRecording()  # a multi-rank run's place in its launch (run_launch)
+        if root is not None:
+            self.launch.check()  # RANK / WORLD_SIZE set but unsound: said now, not at the first step
 
     def open(self, meta: dict[str, Any], resumed: bool) -> None:
         """Start the run log (its directory is made on the monitor's thread: no I/O in the loop)."""
         if self.root is None or (resumed and self.res.run_log is not None):
             return  # off, or a resumed run: the monitor's thread reopens this run's files
+        try:
+            self.launch.start()
+        except ValueError as exc:  # the variables changed since the monitor was made
+            self.launch.ranks = None
+            self.run.problem(f"recorded as a single process: {exc}")
         self.res.run_log = RunLog(self.root, meta, self.max_bytes)
         if self.waits is not None:
             self.waits.unsaved = []  # from now on closed bins wait here for the writer
@@ -102,7 +111,8 @@ class RunWriter:
 
     def arm(self) -> None:
         """A run starts or resumes: log() waits for the writer from one pass from now."""
-        waits = self.res.run_log is not None and not self.stuck
+        # Not while the ranks agree on their directory: rank 0 may start later than this rank.
+        waits = self.res.run_log is not None and not self.stuck and not self.launch.pending(self.res.run_log)
         self.due = run_state.now() + self.lag if waits else math.inf
 
     def add_gpu_rows(self, rows: list[dict[str, Any]]) -> None:
@@ -144,12 +154,16 @@ class RunWriter:
         records = self.records
         try:
             if rl.path is None:
-                rl.open()
+                if self.launch.ranks is not None:
+                    self.run.notes.extend(self.launch.open(rl))
+                else:
+                    rl.open()
                 self.run.notes.extend(f"run log: removed old run {p.name} (over the size limit)" for p in rl.pruned[:3])
             elif rl.closed:
                 if not (self.run.state == State.RUNNING or stopping):
                     return  # closed when the run stopped; only a resumed run reopens it
                 rl.reopen(status=State.RUNNING)
+                self.run.guard("the launch's run.json", self.launch.reopened)
             chunk = max(100, CHUNK_VALUES // (2 + len(records.series)))
             while self.written_rows < n:
                 end = min(n, self.written_rows + chunk)
@@ -165,6 +179,7 @@ class RunWriter:
                 rl.write_alerts(self.alerts.take_unsaved())
             rl.flush()
             self._note_facts(rl)
+            self.run.guard("the launch's run.json", self.launch.tick)
             self.caught_up(n)
             if self.gpu_window_s is not None and rl.gpu_lines_flushed:
                 trace = self.trace
@@ -211,6 +226,7 @@ class RunWriter:
             run = self.run
             run.guard("closing the run log", rl.close, status=run.state, ended=run.t_end, **self.known_facts(),
                       steps=steps_done(self.records), log_calls=self.records.size, error=run.detail())
+            run.guard("closing the launch's run.json", self.launch.close, run.state, run.t_end)
 
     def mark(self) -> None:
         """A run that was not running ended (finish() or fail() after an idle cell): run.json says so."""
@@ -221,6 +237,7 @@ class RunWriter:
             if run.state != State.FINISHED:
                 fields["error"] = run.detail()
             run.guard("run log", rl.update_meta, **fields)
+            run.guard("the launch's run.json", self.launch.close, run.state, fields["ended"])
 
     @property
     def run_dir(self) -> Path | None:

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 MAX_LINE_BYTES = 1 << 20  # 1 MiB
 MAX_META_BYTES = 1 << 20
+TAIL_BYTES = 64 * 1024  # the last line of steps.jsonl lies within this many bytes of the end
 CHUNK_BYTES = 1 << 20
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
@@ -171,3 +172,33 @@ def checked_rows(rows: Any, file: Any, check: Any) -> tuple[list[dict[str, Any]]
         except RunFileError as exc:
             skipped.append(f"{exc}: skipped")
     return out, skipped
+
+
+def steps_done(steps_file: Path) -> tuple[int, str | None]:
+    """Steps done: the last step logged + 1 when steps count from 0, else the last step (as the
+    monitor's header shows it); 0 without a readable row. And why the file could not be read."""
+    try:
+        with open_regular(steps_file) as f:
+            first = _step(f.readline(MAX_LINE_BYTES + 1))
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - TAIL_BYTES))
+            lines = f.read(TAIL_BYTES).split(b"\n")
+    except FileNotFoundError:
+        return 0, None
+    except RunFileError as exc:
+        return 0, str(exc)
+    except OSError as exc:
+        return 0, f"{steps_file} cannot be read ({exc.strerror or type(exc).__name__})"
+    for line in reversed(lines):
+        last = _step(line)
+        if last is not None:
+            return (last + 1 if first == 0 else last), None
+    return 0, None
+
+
+def _step(line: bytes) -> int | None:
+    try:
+        step = json.loads(line).get("step")
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    return step if type(step) is int and 0 <= step < 2**63 else None

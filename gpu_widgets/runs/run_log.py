@@ -21,7 +21,8 @@ faster than lines can be written waits in ``log()`` for the writer (see monitor.
 The directory is bounded: when a run starts, the oldest runs are removed until all runs fit in
 ``$GPU_WIDGETS_RUN_DIR_MAX_MB`` (default 200 MB). Only directories this module made are ever
 removed, never the current run and never one written to in the last 10 minutes (another
-kernel's live run). ``GPU_WIDGETS_RUN_LOG=0`` turns the run log off everywhere.
+kernel's live run). A multi-rank launch (launch_dir.py: a directory of rank-<r> run directories)
+is one run: sized, dated and removed whole. ``GPU_WIDGETS_RUN_LOG=0`` turns the run log off everywhere.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -45,7 +47,9 @@ DEFAULT_MAX_MB = 200.0
 LIVE_GRACE_S = 600.0
 META, STEPS, GPU, DATA_WAIT, ALERTS = "run.json", "steps.jsonl", "gpu.jsonl", "data_wait.jsonl", "alerts.jsonl"
 FORMAT_VERSION = 1
-_RUN_NAME = re.compile(r"\d{8}-\d{6}-[a-z0-9-]*-[0-9a-f]{6}\Z")
+RANK_DIR_PREFIX = "rank-"  # launch_dir.RANK_PREFIX (that module imports this one)
+# A run's name; a launch named without its start time (parallel/rendezvous.py) has the date alone.
+_RUN_NAME = re.compile(r"\d{8}(-\d{6})?-[a-z0-9-]*-[0-9a-f]{6}\Z")
 
 
 def enabled_by_env(env: Mapping[str, str] | None = None) -> bool:
@@ -92,16 +96,40 @@ def slug(title: str | None) -> str:
     return text[:40].strip("-") or "run"
 
 
-def _size_and_mtime(path: Path) -> tuple[int, float]:
+def run_name(title: str | None) -> str:
+    """A new run's directory name: its start, its title, six random hex digits."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{slug(title)}-{secrets.token_hex(3)}"
+
+
+def _size_and_mtime(path: Path, depth: int = 1) -> tuple[int, float]:
+    """Bytes and latest change of a run's files; a launch's rank directories (one level down) count."""
     size, mtime = 0, 0.0
     for f in path.iterdir():
         try:
-            st = f.stat()
+            st = f.stat(follow_symlinks=False)
         except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            if depth > 0:
+                sub_size, sub_mtime = _size_and_mtime(f, depth - 1)
+                size, mtime = size + sub_size, max(mtime, sub_mtime)
             continue
         size += st.st_size
         mtime = max(mtime, st.st_mtime)
     return size, mtime
+
+
+def _is_run(p: Path) -> bool:
+    """A directory this module (or a launch's ranks) made: a run's name, and a run.json in it or,
+    for a launch whose rank 0 wrote elsewhere, in a rank directory."""
+    if not (p.is_dir() and _RUN_NAME.match(p.name)):
+        return False
+    if (p / META).is_file():
+        return True
+    try:
+        return any(q.name.startswith(RANK_DIR_PREFIX) and (q / META).is_file() for q in p.iterdir())
+    except OSError:
+        return False
 
 
 def prune(root: Path, max_bytes: int, keep: Path | None = None, now: float | None = None) -> list[Path]:
@@ -109,7 +137,7 @@ def prune(root: Path, max_bytes: int, keep: Path | None = None, now: float | Non
     now = time.time() if now is None else now
     runs = []
     for p in root.iterdir() if root.is_dir() else ():
-        if p.is_dir() and _RUN_NAME.match(p.name) and (p / META).is_file():
+        if _is_run(p):
             size, mtime = _size_and_mtime(p)
             runs.append((mtime, size, p))
     total = sum(size for _, size, _ in runs)
@@ -154,16 +182,22 @@ class RunLog:
         self.gpu_lines = 0  # lines written to gpu.jsonl
         self.gpu_lines_flushed = 0  # of those, handed to the OS: readable from the file
 
-    def open(self) -> Path:
+    def open(self, path: Path | None = None, *, keep: Path | None = None, prune_root: bool = True) -> Path:
+        """Make the run's directory: ``path`` when given (a rank's, inside its launch, which is
+        ``keep``: never pruned), else a new name under the root. ``prune_root`` False leaves
+        the pruning to another process (one rank per machine prunes)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        name = f"{time.strftime('%Y%m%d-%H%M%S')}-{slug(self.meta.get('title'))}-{secrets.token_hex(3)}"
-        path = self.root / name
-        path.mkdir()
+        if path is None:
+            path = self.root / run_name(self.meta.get("title"))
+            path.mkdir()
+        else:
+            path.mkdir(parents=True)
         self.path = path
         write_meta(path, self.meta)
         self._steps = open(path / STEPS, "a", encoding="utf-8")
         self._gpu = open(path / GPU, "a", encoding="utf-8")
-        self.pruned = prune(self.root, self.max_bytes, keep=path)
+        if prune_root:
+            self.pruned = prune(self.root, self.max_bytes, keep=keep or path)
         return path
 
     def reopen(self, **fields: Any) -> None:

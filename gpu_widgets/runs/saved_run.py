@@ -38,6 +38,7 @@ class SavedRun:
     notes: list[str] = field(default_factory=list)
     data_wait_rows: list[dict[str, Any]] = field(default_factory=list)  # data_wait.jsonl's bins
     alert_rows: list[dict[str, Any]] = field(default_factory=list)  # alerts.jsonl's lines
+    launch: Any = None  # launch_read.Launch when a launch was loaded (the rest is its rank 0's run)
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -184,12 +185,14 @@ def _gpu_row(raw: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def data_wait_row(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    """Check one data-wait bin: ``{"time", "wait_s", "step_s", "steps"}``, seconds 0 or more,
-    the wait part of the steps, at least one step."""
+    """Check one data-wait bin: ``{"time", "wait_s", "step_s", "steps", "forward_s"?}``, seconds
+    0 or more, the wait part of the steps, at least one step; ``forward_s`` (the model's forward
+    over the bin's steps) only when the run timed a model."""
     steps = raw.get("steps")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise RunFileError(f"{where}: 'steps' must be a whole number from 1, got {shown(steps)}")
-    values = {k: as_float(raw.get(k), k, where) for k in ("time", "wait_s", "step_s")}
+    keys = ("time", "wait_s", "step_s", *(("forward_s",) if "forward_s" in raw else ()))
+    values = {k: as_float(raw.get(k), k, where) for k in keys}
     for k, v in values.items():
         if not math.isfinite(v) or (k != "time" and v < 0):
             raise RunFileError(f"{where}: {k!r} must be a finite number{'' if k == 'time' else ' of seconds, 0 or more'}, "
