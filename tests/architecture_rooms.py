@@ -38,14 +38,15 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
-def read_rooms(text: str, doc: str) -> dict[str, Room]:
-    """The rows of the first table under ``## Rooms``; ValueError naming the line of a row it cannot read."""
+def table_rows(text: str, section: str, doc: str, needed: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    """(line number, {column: cell}) of each row of the first table under the ``## <section>``
+    heading (the front end's map reads its table with this too); ValueError naming the doc."""
     lines = text.splitlines()
     try:
-        start = next(i for i, line in enumerate(lines) if line.strip() == f"## {SECTION}")
+        start = next(i for i, line in enumerate(lines) if line.strip() == f"## {section}")
     except StopIteration:
-        raise ValueError(f"{doc} has no '## {SECTION}' section") from None
-    rooms: dict[str, Room] = {}
+        raise ValueError(f"{doc} has no '## {section}' section") from None
+    rows: list[tuple[int, dict[str, str]]] = []
     columns: list[str] | None = None
     for number, line in enumerate(lines[start + 1:], start + 2):
         if line.startswith("#") or (columns is not None and not line.startswith("|")):
@@ -55,12 +56,22 @@ def read_rooms(text: str, doc: str) -> dict[str, Room]:
         cells = _cells(line)
         if columns is None:
             columns = cells
-            if "Room" not in columns or "Imports" not in columns:
-                raise ValueError(f"{doc}:{number}: the Rooms table needs a Room and an Imports column")
+            if not set(needed) <= set(columns):
+                raise ValueError(f"{doc}:{number}: the {section} table needs the columns {', '.join(needed)}")
             continue
         if set("".join(cells)) <= set("-: "):
             continue  # the |---| row
-        room_cell, imports_cell = cells[columns.index("Room")], cells[columns.index("Imports")]
+        rows.append((number, dict(zip(columns, cells))))
+    if not rows:
+        raise ValueError(f"{doc}: the '## {section}' section has no table rows")
+    return rows
+
+
+def read_rooms(text: str, doc: str) -> dict[str, Room]:
+    """The rows of the first table under ``## Rooms``; ValueError naming the line of a row it cannot read."""
+    rooms: dict[str, Room] = {}
+    for number, row in table_rows(text, SECTION, doc, ("Room", "Imports")):
+        room_cell, imports_cell = row["Room"], row["Imports"]
         names = TICKED.findall(room_cell)
         if len(names) != 1 or not _is_room_name(names[0]):
             raise ValueError(f"{doc}:{number}: the Room cell must be one name in backticks ending in / or .py,"
@@ -80,8 +91,6 @@ def read_rooms(text: str, doc: str) -> dict[str, Room]:
         if names[0] in rooms:
             raise ValueError(f"{doc}:{number}: a second row for {names[0]}")
         rooms[names[0]] = Room(names[0], frozenset(allowed), frozenset(never), number)
-    if not rooms:
-        raise ValueError(f"{doc}: the '## {SECTION}' section has no table rows")
     return rooms
 
 

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from .architecture_rooms import table_rows
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 SRC = ROOT / "labextension" / "src"
-SECTION = "## Front end"
+SECTION = "Front end"
 TESTS = "__tests__"
 TICKED = re.compile(r"`([^`]+)`")
 IMPORT = re.compile(r"""(?:^|\s)(?:import|export)\s[^;'"]*?from\s+['"](\.{1,2}/[^'"]+)['"]|import\(\s*['"](\.{1,2}/[^'"]+)['"]""", re.M)
@@ -37,42 +39,22 @@ def _group_name(name: str) -> bool:
 
 def read_groups(text: str, doc: str) -> dict[str, Group]:
     """The rows of the first table under ``## Front end``; ValueError naming a row it cannot read."""
-    lines = text.splitlines()
-    try:
-        start = lines.index(SECTION)
-    except ValueError:
-        raise ValueError(f"{doc} has no '{SECTION}' section") from None
     groups: dict[str, Group] = {}
-    columns: list[str] | None = None
-    for number, line in enumerate(lines[start + 1:], start + 2):
-        if line.startswith("#") or (columns is not None and not line.startswith("|")):
-            break
-        if not line.startswith("|"):
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if columns is None:
-            columns = cells
-            if not {"Group", "What it holds", "Uses"} <= set(columns):
-                raise ValueError(f"{doc}:{number}: the Front end table needs Group, What it holds and Uses columns")
-            continue
-        if set("".join(cells)) <= set("-: "):
-            continue
-        names = TICKED.findall(cells[columns.index("Group")])
+    for number, row in table_rows(text, SECTION, doc, ("Group", "What it holds", "Uses")):
+        names = TICKED.findall(row["Group"])
         if len(names) != 1 or not _group_name(names[0]):
             raise ValueError(f"{doc}:{number}: the Group cell must be one folder/ or file in backticks")
-        uses_cell = re.sub(r"\([^)]*\)", "", cells[columns.index("Uses")])  # remarks in brackets
+        uses_cell = re.sub(r"\([^)]*\)", "", row["Uses"])  # remarks in brackets
         uses = TICKED.findall(uses_cell)
         if not uses and not uses_cell.strip().lower().startswith("nothing"):
             raise ValueError(f"{doc}:{number}: the Uses cell of {names[0]} lists no group and does not say 'nothing'")
         bad = [u for u in uses if not _group_name(u)]
         if bad:
             raise ValueError(f"{doc}:{number}: the Uses cell of {names[0]} has {bad} in backticks: only groups go there")
-        files = {f for f in TICKED.findall(cells[columns.index("What it holds")]) if f.endswith((".ts", ".tsx"))}
+        files = {f for f in TICKED.findall(row["What it holds"]) if f.endswith((".ts", ".tsx"))}
         if names[0] in groups:
             raise ValueError(f"{doc}:{number}: a second row for {names[0]}")
         groups[names[0]] = Group(names[0], frozenset(uses), frozenset(files), number)
-    if not groups:
-        raise ValueError(f"{doc}: the '{SECTION}' section has no table rows")
     return groups
 
 
