@@ -17,6 +17,7 @@ _LAZY = {
     "RunFileError": "gpu_widgets.runs.run_files",  # what load() raises for a damaged file
     "pick_gpus": "gpu_widgets.pick",
     "PickGpusError": "gpu_widgets.pick",  # what pick_gpus() raises when it cannot choose
+    "launch": "gpu_widgets.monitor.launcher",  # a torchrun job started from a notebook, followed there
 }
 
 

@@ -44,7 +44,7 @@ NOTEBOOK_VIEWPORT = {"width": 1280, "height": 2200}
 EXAMPLES = ROOT / "examples"
 # The training examples (PyTorch and the three framework callbacks) are shot with 2 GPUs (or fewer)
 # only: the PyTorch one trains for about a minute on two cores.
-EXAMPLES_FEW = ("quickstart", "gpuwatch_magic", "train_torch", "lightning", "huggingface", "keras")
+EXAMPLES_FEW = ("quickstart", "gpuwatch_magic", "train_torch", "lightning", "huggingface", "keras", "distributed")
 EXAMPLES_MANY = ("quickstart", "gpuwatch_magic")
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 FAULTS = "throttle:0@14-30:sw_power_cap; lost:1@36-42"  # seconds after the server starts
@@ -228,6 +228,8 @@ def main() -> int:
                         if args.example and stem not in args.example:
                             continue
                         shutil.copy(EXAMPLES / f"{stem}.ipynb", lab.root / f"{stem}.ipynb")
+                        for script in EXAMPLES.glob(f"{stem}_*.py"):  # a script the notebook launches
+                            shutil.copy(script, lab.root / script.name)
                         example(browser, lab, gpus, stem, args.out)
             finally:
                 browser.close()

@@ -43,9 +43,12 @@ def make_launch(root: Path, *, name: str = "20260101-120000-ddp-toy-a1b2c3", tit
                 hosts: tuple[str, ...] = ("node-a", "node-b"), statuses: tuple[str, ...] = ("finished", "finished"),
                 steps: tuple[int, ...] = (20, 20), waits: tuple[float, ...] = (0.001, 0.001), step_s: float = 0.1,
                 world_size: int | None = None, launch_status: str | None = None, started: float = T0,
-                heartbeats: tuple[dict[str, Any] | None, ...] | None = None, gpu: bool = True) -> Path:
+                heartbeats: tuple[dict[str, Any] | None, ...] | None = None, gpu: bool = True,
+                bin_steps: int | None = None, per_bin: int = 5, gpu_index: tuple[int, ...] | None = None) -> Path:
     """A launch of ``len(hosts)`` ranks under ``root``: rank r on ``hosts[r]`` with ``statuses[r]``,
-    ``steps[r]`` steps logged (``loss``), a data wait of ``waits[r]`` seconds per step of ``step_s``."""
+    ``steps[r]`` steps logged (``loss``), a data wait of ``waits[r]`` seconds per step of ``step_s``
+    (bins of ``per_bin`` steps, for ``bin_steps`` steps when given: a long launch's bins without its
+    steps), and 3 GPU samples of GPU ``gpu_index[r]`` (default: GPU r)."""
     launch = root / name
     launch.mkdir(parents=True)
     n = len(hosts)
@@ -63,9 +66,11 @@ def make_launch(root: Path, *, name: str = "20260101-120000-ddp-toy-a1b2c3", tit
             **({} if statuses[r] == "running" else {"ended": started + 10})})
         write_lines(d / "steps.jsonl", [{"step": i, "time": started + i * step_s, "loss": 1.0 / (i + 1)}
                                         for i in range(steps[r])])
-        write_lines(d / "gpu.jsonl", [{"time": started + i, "gpu": r, "name": "Simulated GPU",
+        write_lines(d / "gpu.jsonl", [{"time": started + i, "gpu": r if gpu_index is None else gpu_index[r],
+                                       "name": "Simulated GPU",
                                        "utilization_gpu_percent": 50 + r} for i in range(3)] if gpu else [])
-        write_lines(d / "data_wait.jsonl", data_wait_bins(steps[r], waits[r], step_s, t0=started))
+        write_lines(d / "data_wait.jsonl", data_wait_bins(steps[r] if bin_steps is None else bin_steps, waits[r],
+                                                          step_s, per_bin, t0=started))
         if heartbeats is not None and heartbeats[r] is not None:
             write_json(d / "heartbeat.json", heartbeats[r])
     return launch

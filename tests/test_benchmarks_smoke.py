@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("sampler", "server", "training", "payload", "memory", "history")
+SECTIONS = ("sampler", "server", "training", "payload", "memory", "history", "parallel")
 
 
 def run_smoke(tmp_path: Path, *args: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess, dict]:
@@ -47,6 +47,9 @@ def test_smoke_run_covers_every_section_and_writes_json(tmp_path: Path) -> None:
     history = results["sections"]["history"]["stages"]
     assert [s["heavy_clients"] for s in history] == [0, 1] and not any(s["errors"] for s in history)
     assert history[-1]["heavy_bytes_max"] and history[-1]["status_ms"]["n"] > 0
+    parallel = results["sections"]["parallel"]
+    assert {r["distributed_calls_per_step"] for r in parallel["overhead"]["ranks"].values()} == {0}
+    assert parallel["follow"]["world_size"] == 2 and parallel["follow"]["redraw"]["draws"] > 0
     # and the skipped contenders are named with the reason
     assert "skipped nvitop: peers disabled (--no-peers)" in proc.stdout
     assert "## Targets" in proc.stdout

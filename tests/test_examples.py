@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def text_of(book) -> str:
 
 
 @pytest.mark.parametrize("name", ["quickstart.ipynb", "train_torch.ipynb", "gpuwatch_magic.ipynb",
-                                  "lightning.ipynb", "huggingface.ipynb", "keras.ipynb"])
+                                  "lightning.ipynb", "huggingface.ipynb", "keras.ipynb", "distributed.ipynb"])
 def test_committed_examples_have_no_outputs(name):
     book = nbformat.read(EXAMPLES / name, as_version=4)
     nbformat.validate(book)
@@ -198,3 +199,26 @@ def test_framework_example_trains_through_its_callback(name, run_dir, monkeypatc
     assert back.status == "finished" and back.step == steps and back.total_steps == steps
     accuracy = back.series(acc_key)[1]
     assert len(accuracy) == epochs and accuracy[-1] > floor and accuracy[-1] > accuracy[0]
+
+
+def test_distributed_example_launches_two_ranks_and_follows_them(run_dir, monkeypatch):
+    # Given the notebook beside its script (the kernel runs in the test's folder)
+    pytest.importorskip("torch")
+    shutil.copy(EXAMPLES / "distributed_train.py", run_dir.parent / "distributed_train.py")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    # When it runs headless: gpu_widgets.launch starts torchrun with 2 CPU ranks (gloo)
+    book, seconds = execute("distributed.ipynb", run_dir, monkeypatch)
+    assert seconds < 60  # 9-20 s here
+    # Then the launch was followed in the notebook: its charts, its ranks, torchrun's exit
+    check_charts(book, "loss")
+    labels = {label for m in models(book) if m["model_name"] == "LinesModel"
+              for label in m["state"].get("labels") or ()}
+    assert any("GPU 0" in label for label in labels), labels  # rank 0's GPUs at least (simulated)
+    text = text_of(book)
+    assert "torchrun: finished" in text and "world size 2; rank 0 finished after 1520 steps" in text
+    assert "rank 1 on " in text and "straggler: None" in text
+    assert "rank 0: finished, 1520 steps" in text  # the output's tail, from torchrun.log
+    # and on disk: one launch directory, both ranks finished
+    (launch,) = run_dir.iterdir()
+    back = TrainingMonitor.load(launch)
+    assert back.world_size == 2 and [r["status"] for r in back.ranks] == ["finished", "finished"]

@@ -31,7 +31,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     workdir = tmp_path_factory.mktemp("examples-lab")
     env = {"GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_RUN_DIR": str(workdir / "runs")}
     with LabServer(workdir, env=env) as server:
-        for notebook in EXAMPLES.glob("*.ipynb"):
+        for notebook in [*EXAMPLES.glob("*.ipynb"), *EXAMPLES.glob("*.py")]:  # and the scripts they launch
             shutil.copy(notebook, server.root / notebook.name)
         yield server
 
@@ -70,6 +70,8 @@ def check(page: Any, name: str, min_lines: int, pictures: int, texts: list[str])
         ("train_torch.ipynb", 0, 1, ["SIMULATED GPUs", "epoch 40/40", "validation accuracy after the last epoch"]),
         # the %%gpuwatch cell's charts and the stopped %gpuwatch dashboard
         ("gpuwatch_magic.ipynb", 0, 2, ["SIMULATED GPUs", "%%gpuwatch: cell ran", "live dashboard stopped"]),
+        # the launch's status line over the followed launch's live charts (2 CPU ranks)
+        ("distributed.ipynb", 1, 0, ["torchrun: finished", "world size 2", "Show output"]),
     ],
 )
 def test_example_runs_in_jupyterlab_and_draws_its_charts(browser: Any, lab: LabServer, name: str,

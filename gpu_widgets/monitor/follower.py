@@ -28,6 +28,7 @@ from ..runs.run_log import GPU
 from ..runs.saved_run import SavedRun
 from ..widgets import cell_hooks
 from .arguments import number_in
+from .launch_tails import LaunchTails
 from .monitor_run import MonitorRun
 from .run_recording import MIN_GPU_DROP
 from .run_state import State
@@ -44,7 +45,7 @@ GPU_WINDOW_S = 3600.0  # GPU samples kept in memory, as a live run keeps them; o
 # refused as read-only instead of mixing the user's rows into someone else's run.
 FOLLOWING = str(State.RUNNING)
 MAX_NOTES = 20
-WORLD_EVERY_S = 1.0  # a launch's ranks re-read this often: their heartbeats change once a second
+WORLD_EVERY_S = 0.5  # a launch's ranks re-read this often: as often as their data-wait bins close
 
 
 def follow(cls: Any, run_dir: str | os.PathLike, *, display: bool = True, poll_s: float = POLL_S,
@@ -86,6 +87,8 @@ class Follower:
         self.tail = tail
         self.launch = launch  # a launch followed through its rank 0 (tail): its ranks are read too
         self.world_due = 0.0
+        self.rank_tails = LaunchTails(launch) if launch is not None else None  # every rank's bins and GPUs
+        self.ranks: list[tuple[int, str | None]] = []  # (rank, host) as the launch was last read
         self.poll_s = poll_s
         self.stop = threading.Event()
         self.done = threading.Event()  # the run ended and everything was read (or following failed)
@@ -156,6 +159,8 @@ class Follower:
         dead = caught_up and not ended and writer_alive(meta) is False
         gone, self.dead_seen = dead and self.dead_seen, dead
         self.read_world(r, now_anyway=ended or gone)
+        if self.rank_tails is not None:  # the by-rank charts: what every rank added since
+            (self.rank_tails.read_all if ended or gone else self.rank_tails.read)(r, self.ranks)
         if ended or gone:
             why = [f"ended with {meta['error']}"] if meta.get("error") else []
             if gone:
@@ -185,6 +190,7 @@ class Follower:
             if note not in self.meta_notes and len(self.meta_notes) < MAX_NOTES:
                 self.meta_notes.add(note)
                 self._note(r, note)
+        self.ranks = [(rank.rank, rank.host) for rank in launch.ranks]
         r.set_world(world_of(launch))
 
     def apply_meta(self, r: MonitorRun, meta: dict[str, Any]) -> None:

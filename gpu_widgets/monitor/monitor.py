@@ -341,5 +341,7 @@ class TrainingMonitor(LoopHooks, ModelHooks, WorldAttributes, CompareRuns):  # +
         raises :class:`gpu_widgets.RunFileError` naming the file and line; a torn last line, and bad lines
         of the side files, are skipped with a ``RuntimeWarning``."""
         run = read_any(path)  # a launch: rank 0's run, and the launch's ranks (world.py)
-        return cls(run.title, batch_size=run.meta.get("batch_size"), total_steps=run.meta.get("total_steps"),
-                   run_log=False, display=display, saved_run=run)
+        mon = cls(run.title, batch_size=run.meta.get("batch_size"), total_steps=run.meta.get("total_steps"),
+                  run_log=False, display=display, saved_run=run)
+        mon._r.read_ranks()  # a launch: every rank's step times, data waits and GPUs (rank_charts)
+        return mon

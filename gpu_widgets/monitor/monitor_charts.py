@@ -20,6 +20,7 @@ from ..runs.records import Records
 from ..store.decimator import Decimator
 from .charts import ChartPlan, PlotSpec
 from .data_wait import CHART as WAIT_CHART, CHART_TITLE as WAIT_TITLE, StepTimes
+from .rank_charts import MAX_RANK_LINES, RankCharts
 from ..widgets.drawable import narrow
 from ..widgets.gpu_summary import LOST_COLOR, SUMMARY_THROTTLED, THROTTLE_COLOR, aggregate, merged, region
 from ..widgets.view import ChartsView, LineData, color
@@ -64,6 +65,15 @@ def lost_episodes(d: DeviceTrace, t0: float) -> list[list[float]]:
     return [[times[s] - t0, times[e - 1] - t0] for s, e in zip(edges[::2], edges[1::2])]
 
 
+def line_name(d: DeviceTrace) -> str:
+    """A GPU's line: "GPU 0", or in a launch's view "rank 1 · node-b · GPU 0" (rank_charts)."""
+    return d.label or f"GPU {d.index}"
+
+
+def line_color(d: DeviceTrace) -> str:
+    return color(d.index if d.slot is None else d.slot)
+
+
 def has_curve(d: DeviceTrace, curve: str) -> bool:
     return curve in d.curves and d.curves[curve].count > 0
 
@@ -93,12 +103,14 @@ class MonitorCharts:
         self.gpu = charts
         self.curves: dict[str, Decimator] = {}  # per logged key
         self.curve_pos: dict[str, int] = {}  # rows of each key already in its curve
-        self.gpu_drawn: dict[int, int] = {}  # samples of each GPU last sent
+        self.gpu_drawn: dict[Any, int] = {}  # samples of each GPU (by index, or label in a launch) last sent
         self.drawn_shares: tuple[int, int] | None = None
         self.summary_names: list[tuple[str, str, str]] = []  # (chart, line, style) a summary drew
+        self.gpu_names: set[tuple[str, str, str]] = set()  # the same, of a launch's labelled GPU lines
         self.tops: dict[str, float | None] = {}  # charts whose top follows a limit field: as last set
         self.t0 = 0.0  # the run's start: x = 0 of the GPU curves
         self.waits = StepTimes(max_points)  # the steps' data wait (track(), callbacks): its own chart
+        self.ranks: RankCharts | None = None  # a launch's by-rank charts (load(), follow()); see by_rank
         view.define_chart("*", shared_x=self.on_time, x_label="seconds since start" if self.on_time else "step",
                           rank=0)
         for rank, chart in enumerate(charts, 1):
@@ -121,6 +133,7 @@ class MonitorCharts:
         else:
             n_gpu = sum(1 for d in devices for chart in self.gpu for curve, _, _ in chart.lines if has_curve(d, curve))
         n_gpu += self.waits.has_data  # the data-wait line: a GPU line's share (it is binned like one)
+        n_gpu += self.ranks.units() if self.ranks is not None else 0  # by-rank lines: binned the same way
         units = METRIC_WEIGHT * n_metric + n_gpu
         if not units:
             return self.max_points, self.max_points
@@ -131,6 +144,7 @@ class MonitorCharts:
               summary: bool = False) -> list[LineData]:
         """The lines that changed since the last redraw (all of them when a line appeared);
         ``summary``: the GPUs as one mean line and a min–max band per chart (gpu_summary)."""
+        devices, summary = self.with_ranks(devices, summary)
         shares = self.shares(records, devices, summary)
         metric_points, gpu_points = shares
         redraw_all = shares != self.drawn_shares  # a line appeared: every line gets its new share
@@ -159,7 +173,10 @@ class MonitorCharts:
         wait_line = self.waits.line(t0, gpu_points, redraw_all)
         if wait_line is not None:
             out.append(wait_line)
+        if self.ranks is not None:
+            out.extend(self.ranks.lines(gpu_points, redraw_all))
         if summary:
+            out.extend(self.clear_gpu_lines())  # a launch's view that grew past MAX_RANK_LINES GPUs
             seen = sum(d.samples for d in devices)
             if self.gpu_drawn.get(-1) != seen:  # -1: the summary's key (GPU indices are >= 0)
                 self.gpu_drawn[-1] = seen
@@ -167,11 +184,28 @@ class MonitorCharts:
         else:
             out.extend(self.clear_summary())
             for d in devices:
-                if self.gpu_drawn.get(d.index) != d.samples:
-                    self.gpu_drawn[d.index] = d.samples
-                    out.extend(self.gpu_lines(d, gpu_points))
+                key = d.index if d.label is None else d.label
+                if self.gpu_drawn.get(key) != d.samples:
+                    self.gpu_drawn[key] = d.samples
+                    drawn = self.gpu_lines(d, gpu_points)
+                    if d.label is not None:  # a launch's: emptied if its GPUs become a summary
+                        self.gpu_names.update((c, name, style) for c, name, _, style, _, _ in drawn)
+                    out.extend(drawn)
         self.follow_limits(devices)
         return out
+
+    def by_rank(self) -> RankCharts:
+        """The by-rank charts, made when a launch's ranks are first fed (run_feed): never for a single process."""
+        if self.ranks is None:
+            self.ranks = RankCharts(self.view, self.max_points)
+        return self.ranks
+
+    def with_ranks(self, devices: Sequence[DeviceTrace], summary: bool) -> tuple[Sequence[DeviceTrace], bool]:
+        """A launch's view: every rank's GPUs (labelled), as a summary beyond MAX_RANK_LINES."""
+        if self.ranks is None:
+            return devices, summary
+        every = self.ranks.devices(devices)
+        return every, summary or len(every) > MAX_RANK_LINES
 
     def follow_limits(self, devices: Sequence[DeviceTrace]) -> None:
         """A chart whose metric has a ``y_max_field`` (memory total, power limit) tops out at the
@@ -185,7 +219,7 @@ class MonitorCharts:
                 self.view.set_y_max(chart.name, top)
 
     def gpu_lines(self, d: DeviceTrace, points: int | None = None) -> list[LineData]:
-        c, name = color(d.index), f"GPU {d.index}"
+        c, name = line_color(d), line_name(d)
         out: list[LineData] = []
         for chart in self.gpu:
             for curve, suffix, style in chart.lines:
@@ -241,9 +275,14 @@ class MonitorCharts:
     def clear_summary(self) -> list[LineData]:
         """Once the process uses a GPU after all (PyTorch started): the summary's lines emptied."""
         names, self.summary_names = self.summary_names, []
-        empty = np.zeros(0, np.float32)
-        return [(c, name, SUMMARY_COLOR, style, empty, np.zeros((2, 0), np.float32) if style == "range" else empty)
-                for c, name, style in names]
+        return _emptied(names)
+
+    def clear_gpu_lines(self) -> list[LineData]:
+        """A launch's GPUs drawn one line each, emptied once they are a summary."""
+        names, self.gpu_names = list(self.gpu_names), set()
+        for key in [k for k in self.gpu_drawn if isinstance(k, str)]:
+            del self.gpu_drawn[key]
+        return _emptied(names)
 
     def nonfinite(self, records: Records) -> dict[str, tuple[int, float, int]]:
         """Keys that logged NaN or inf: (step of the first, its value, how many)."""
@@ -254,3 +293,10 @@ class MonitorCharts:
                 row = records.series[key].rows[position]
                 out[key] = (records.steps[row], value, dec.nonfinite)
         return out
+
+
+def _emptied(names: Sequence[tuple[str, str, str]]) -> list[LineData]:
+    """Lines sent empty (a mark keeps the last data it was sent)."""
+    empty = np.zeros(0, np.float32)
+    return [(c, name, SUMMARY_COLOR, style, empty, np.zeros((2, 0), np.float32) if style == "range" else empty)
+            for c, name, style in names]

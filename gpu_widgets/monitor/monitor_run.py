@@ -201,6 +201,8 @@ class MonitorRun(RunFeed):
                     run.problem(message)
                 writer.write(n, stopping)
             run.guard("heartbeat", self.timing.tick, writer.run_dir)
+            if self.shown:  # rank 0 of a launch, displayed: its other ranks' lines too (run_feed)
+                run.guard("reading the launch's ranks", self.read_live_ranks)
             now = time.monotonic()
             if final or self.shown and now >= self.draw_due:
                 began, lines_before = time.thread_time(), self.view.line_count
@@ -281,10 +283,12 @@ class MonitorRun(RunFeed):
     def render_png(self) -> bytes:
         self.records.resolve_deferred()
         origin = (self.run.t0 or 0.0) if self.on_time else None
-        shown = self.gpus.shown()
-        return render_png(self.title, self.records, self.charts.plan, self.trace, shown, origin,
-                          summary=self.gpus.summarised(), data_wait=self.charts.waits.points(self.run.t0),
-                          alerts=self.gpus.alerts.intervals(shown, self.run.t0 or 0.0))
+        shown, ranks = self.gpus.shown(), self.charts.ranks
+        every, summary = self.charts.with_ranks(shown, self.gpus.summarised())  # a launch: every rank's GPUs
+        return render_png(self.title, self.records, self.charts.plan, self.trace, every, origin,
+                          summary=summary, data_wait=self.charts.waits.points(self.run.t0),
+                          alerts=self.gpus.alerts.intervals(shown, self.run.t0 or 0.0),
+                          by_rank=ranks.panels(self.charts.max_points) if ranks is not None else None)
 
     def gpu_file_rows(self) -> list[dict[str, Any]]:
         """The GPU samples as files hold them (labels where they change), for save()."""

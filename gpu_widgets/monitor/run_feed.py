@@ -13,12 +13,19 @@ from typing import Any, Callable
 from ..runs.saved_run import SavedRun
 from .arguments import positive_int
 from .run_state import State
+from .launch_tails import LaunchTails
 from .world import world_of
 
 # Redrawing is a monitor's only work that can wait; keeping it to 0.3 % of one core keeps the
 # whole monitor under 1 % of a training loop (docs/benchmarks.md, section 3). Live runs
 # (MonitorRun.tick) and followed ones (redraw) are paced by it.
 DRAW_CPU_SHARE = 0.003
+# A launch's other ranks keep their GPU samples in memory as a followed rank 0 does (follower.py):
+# the last hour, dropped in chunks (their gpu.jsonl holds the rest).
+RANK_GPU_WINDOW_S = 3600.0
+RANK_GPU_DROP = 256
+LIVE_RANKS_S = 1.0  # rank 0's live view reads its other ranks this often (their bins close every 0.5 s)
+LIVE_BYTES = 64 << 10  # per file and pass: the training loop shares this process (and its GIL)
 
 
 class RunFeed:
@@ -37,6 +44,9 @@ class RunFeed:
     follower: Any = None  # follower.Follower while another process's run is followed
     world: Any = None  # world.World: the launch shown (set_world); None: a single-process run
     host: str | None = None  # the host a loaded run was recorded on (its run.json)
+    writer: Any
+    live_tails: Any = None  # rank 0's live view of its launch: its other ranks, read (read_live_ranks)
+    live_due = 0.0
 
     draw: Callable[[int], None]
     show_final: Callable[[], None]
@@ -63,10 +73,57 @@ class RunFeed:
             self.set_world(world_of(saved.launch))
         self.draw(self.records.size)
 
+    def read_ranks(self) -> None:
+        """load() of a launch: every rank's bins and GPUs, read to their end (launch_tails) and drawn.
+        (follow() reads them pass after pass on its thread instead.)"""
+        launch, world = self.run.loaded_from, self.world
+        if world is not None and launch is not None:
+            LaunchTails(launch).read_all(self, [(d["rank"], d["host"]) for d in world.ranks])
+            self.draw(self.records.size)
+
     def set_world(self, world: Any) -> None:
         """The launch's ranks and straggler verdict as read now (world.World), for the
-        attributes and the header: once for load(), every second for follow(), on demand live."""
+        attributes and the header: once for load(), every second for follow(), on demand live.
+        A launch read back (not rank 0's live view) gets its by-rank charts and labels from the start."""
         self.world = world
+        if world is not None and self.run.readonly:
+            for d in world.ranks:
+                self._ranks(d["rank"], d["host"])
+
+    # -- a launch's other ranks (launch_tails): its one view's by-rank charts and GPUs ---------------
+    def add_rank_bins(self, rank: int, host: str | None, bins: Sequence[dict[str, Any]]) -> None:
+        """A rank's data-wait bins: its lines on "step time by rank" and "data wait by rank"."""
+        ranks = self._ranks(rank, host)
+        if bins:
+            ranks.add_bins(rank, bins, self.run.t0 if self.run.t0 is not None else bins[0]["time"])
+
+    def add_rank_gpus(self, rank: int, host: str | None, rows: Sequence[dict[str, Any]], tail: Any) -> None:
+        """A rank's (> 0) GPU samples; ``tail``: where they are read from (its gpu.jsonl: line i is
+        sample i), so older samples leave memory as rank 0's do."""
+        trace = self._ranks(rank, host).add_gpu_rows(rank, rows, self.trace.t0)
+        if not tail.skipped:
+            trace.spill_path = tail.file
+            trace.drop_oldest(RANK_GPU_WINDOW_S, tail.lines, max(RANK_GPU_DROP, trace.kept // 16))
+
+    def read_live_ranks(self) -> None:
+        """Rank 0's live run, while displayed (the monitor's thread): what the launch's other ranks
+        wrote, at most every LIVE_RANKS_S. Any other run: nothing (one attribute read)."""
+        rec = self.writer.launch
+        if rec.meta is None or rec.launch is None or rec.ranks is None or time.monotonic() < self.live_due:
+            return
+        self.live_due = time.monotonic() + LIVE_RANKS_S
+        if self.live_tails is None:
+            self.live_tails = LaunchTails(rec.launch)
+        hosts = dict(rec.hosts)
+        self.charts.by_rank().set_hosts(list(hosts.values()))
+        self.live_tails.read(self, [(r, hosts.get(r)) for r in range(rec.ranks.world_size)], LIVE_BYTES)
+
+    def _ranks(self, rank: int, host: str | None) -> Any:
+        ranks = self.charts.by_rank()
+        ranks.rank(rank, host)
+        if self.world is not None:
+            ranks.set_hosts(self.world.hosts)
+        return ranks
 
     # -- follow(): a pass at a time -------------------------------------------------------------
     def follow_with(self, follower: Any, note: str, gpu_file: Path) -> None:

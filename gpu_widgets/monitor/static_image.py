@@ -21,7 +21,7 @@ from .charts import ChartPlan
 from .data_wait import CHART_TITLE as WAIT_TITLE, COLOR as WAIT_COLOR, LINE as WAIT_LINE
 from ..widgets.gpu_summary import aggregate, merged
 from .monitor_alerts import BAR, KIND_COLORS, charts_for
-from .monitor_charts import CHART_NAMES, chart_top, gpu_charts
+from .monitor_charts import CHART_NAMES, chart_top, gpu_charts, line_color, line_name
 from ..store.decimator import Decimator
 from ..runs.gpu_trace import GpuTrace
 from ..runs.records import Records
@@ -72,11 +72,13 @@ def _alert_marks(ax: Any, panel: Any, alerts: dict[str, Spans]) -> None:
 
 def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
                 time_origin: float | None = None, max_points: int = 2000, summary: bool = False,
-                data_wait: Points | None = None, alerts: dict[str, Spans] | None = None) -> Any:
+                data_wait: Points | None = None, alerts: dict[str, Spans] | None = None,
+                by_rank: Sequence[tuple[str, Sequence[Any]]] | None = None) -> Any:
     """The matplotlib Figure of the run's charts. ``time_origin``: metrics against seconds since then (the widget's time axis); None: steps.
     ``summary``: the GPUs as one mean line and a min–max band per chart, as the widget draws them.
     ``data_wait``: the data-wait chart's points (seconds since the start, %; ``StepTimes.points``).
-    ``alerts``: per alert kind, its episodes as merged [start, end] (``MonitorAlerts.intervals``)."""
+    ``alerts``: per alert kind, its episodes as merged [start, end] (``MonitorAlerts.intervals``).
+    ``by_rank``: a launch's by-rank charts, (title, the widget's lines) each (``RankCharts.panels``)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -93,7 +95,8 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
     waits = data_wait if data_wait is not None and len(data_wait[0]) else None
     if waits is not None:
         gpu_panels.insert(1 if gpu_panels and gpu_panels[0].name == CHART_NAMES["utilization"] else 0, None)
-    panels = len(charts) + len(gpu_panels)
+    rank_panels = list(by_rank or ())  # after the metric charts, as in the widget
+    panels = len(charts) + len(rank_panels) + len(gpu_panels)
     cols = 2 if panels > 1 else 1
     rows = max(1, math.ceil(panels / cols))
     fig = Figure(figsize=(5.2 * cols, 2.6 * rows + 0.4), dpi=90, layout="constrained")
@@ -112,7 +115,9 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
             ax.plot(px, clipped(py), color=color(i), label=label, linewidth=1.2)
         ax.set_xlabel(x_label, fontsize=8)
         card_head(ax, chart)
-    for ax, panel in zip(axes[len(charts):], gpu_panels):
+    for ax, (rank_title, rank_lines) in zip(axes[len(charts):], rank_panels):
+        _rank_chart(ax, rank_title, rank_lines)
+    for ax, panel in zip(axes[len(charts) + len(rank_panels):], gpu_panels):
         if panel is None:
             _wait_chart(ax, waits)  # type: ignore[arg-type]
             continue
@@ -126,8 +131,8 @@ def draw_figure(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, 
                     py = clipped(exact)
                     highest = max([highest, *(v for v in py if v == v)])
                     value = value_text(_last(exact), m.unit, m.decimals)
-                    ax.plot(px, py, color=color(d.index), linestyle=STYLES.get(style, "-"),
-                            linewidth=1.2, label=f"GPU {d.index}{suffix} {value}")
+                    ax.plot(px, py, color=line_color(d), linestyle=STYLES.get(style, "-"),
+                            linewidth=1.2, label=f"{line_name(d)}{suffix} {value}")
         if busy:  # shaded over the whole height as in the widget, named once
             episodes = merged(e for d in devices for e in d.episodes) if summary else [e for d in devices for e in d.episodes]
             spans = [(start, max(end, start + 0.5)) for start, end in episodes]
@@ -158,11 +163,26 @@ def _wait_chart(ax: Any, points: Points) -> None:
     card_head(ax, WAIT_TITLE)
 
 
+def _rank_chart(ax: Any, title: str, lines: Sequence[Any]) -> None:
+    """A by-rank chart: a line per rank, or the min–max band ("range") and the slowest rank's line."""
+    for _, name, colour, style, xs, ys in lines:
+        if style == "range":
+            ax.fill_between(xs, ys[0], ys[1], color=colour, alpha=0.2, linewidth=0, label=name)
+        else:
+            ax.plot(xs, ys, color=colour, linewidth=1.2,
+                    label=f"{short_title(name, LEGEND_CHARS)} {value_text(_last(ys), 'ms', 1)}")
+    ax.set_ylim(bottom=0.0)
+    ax.set_xlabel("seconds since start", fontsize=8)
+    card_head(ax, title)
+
+
 def render_png(title: str, records: Records, plan: ChartPlan, trace: GpuTrace, devices: Sequence[Any],
                time_origin: float | None = None, max_points: int = 2000, summary: bool = False,
-               data_wait: Points | None = None, alerts: dict[str, Spans] | None = None) -> bytes:
+               data_wait: Points | None = None, alerts: dict[str, Spans] | None = None,
+               by_rank: Sequence[tuple[str, Sequence[Any]]] | None = None) -> bytes:
     """The figure of ``draw_figure`` as PNG bytes."""
-    fig = draw_figure(title, records, plan, trace, devices, time_origin, max_points, summary, data_wait, alerts)
+    fig = draw_figure(title, records, plan, trace, devices, time_origin, max_points, summary, data_wait, alerts,
+                      by_rank)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()

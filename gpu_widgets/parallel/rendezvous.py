@@ -9,6 +9,11 @@ else the default process group's. Without a store (another launcher, no group ye
 for STORE_TIMEOUT_S) the name comes from the launch's environment (``RankEnv.launch_key``), which
 every rank of one launch shares. The root must be shared between machines (one machine, or a
 shared filesystem); a rank that does not find rank 0's directory makes it and says so.
+
+A launch started by ``gpu_widgets.launch`` needs none of this: the launcher made the directory
+before starting torchrun and names it in ``$GPU_WIDGETS_LAUNCH_DIR`` (the first run of each rank,
+in the first attempt, records there); rank 0 still names it in torchrun's store, for ranks that
+another machine's plain torchrun started.
 """
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ KEY_PREFIX = "gpu_widgets/launch/"
 VIA_AGENT = "launch directory from the torchrun store"
 VIA_GROUP = "launch directory from the process group's store"
 VIA_ENV = "launch directory from the launch's environment (no store)"
+VIA_LAUNCHER = "launch directory from gpu_widgets.launch"
+LAUNCH_DIR_ENV = "GPU_WIDGETS_LAUNCH_DIR"  # set by gpu_widgets.launch (monitor/launcher.py) for every rank
 _NAME = re.compile(r"\d{8}(-\d{6})?-[a-z0-9-]*-[0-9a-f]{6}\Z")  # as run_log names runs; nothing else is joined to the root
 _ATTEMPTS = 100
 
@@ -69,7 +76,13 @@ def agree(root: Path, title: str | None, ranks: RankEnv, launch_meta: dict[str, 
     timeout_s = STORE_TIMEOUT_S if timeout_s is None else timeout_s
     root = Path(root)
     notes: list[str] = []
+    given = _launcher_dir(env, ranks, index, notes)
     key = store_key(env, index)
+    if given is not None:  # launch directory from gpu_widgets.launch: made before any rank started
+        if ranks.rank == 0:
+            write_launch_meta(given, launch_meta)
+            _publish_given(given, root, key, env, timeout_s, notes)
+        return LaunchPlace(given, rank_dir(given, ranks.rank), VIA_LAUNCHER, [VIA_LAUNCHER, *notes])
     store, via = _store(env, timeout_s, notes)
     name = None
     if ranks.rank == 0:
@@ -97,6 +110,43 @@ def agree(root: Path, title: str | None, ranks: RankEnv, launch_meta: dict[str, 
                          "own machine; a shared filesystem puts every rank in one directory)")
         launch.mkdir(parents=True, exist_ok=True)
     return LaunchPlace(launch, rank_dir(launch, ranks.rank), via, [via, *notes])
+
+
+def _launcher_dir(env: Mapping[str, str], ranks: RankEnv, index: int, notes: list[str]) -> Path | None:
+    """The directory ``gpu_widgets.launch`` made for this launch, when it holds this run: the
+    first run of each rank in the first attempt (a later run, or an elastic restart, would
+    overwrite it: those are agreed on as any launch's, with a note)."""
+    raw = env.get(LAUNCH_DIR_ENV, "").strip()
+    if not raw:
+        return None
+    path = Path(raw)
+    restart = env.get("TORCHELASTIC_RESTART_COUNT", "").strip() or "0"
+    if not path.is_absolute() or not path.is_dir():
+        notes.append(f"${LAUNCH_DIR_ENV} is {raw[:200]!r}, not an existing absolute directory: ignored")
+        return None
+    if index or restart != "0" or rank_dir(path, ranks.rank).exists():
+        notes.append(f"{path} holds this launch's first run; this run (restart {restart}, run {index + 1} of "
+                     "this process) gets a launch directory of its own")
+        return None
+    return path
+
+
+def _publish_given(given: Path, root: Path, key: str, env: Mapping[str, str], timeout_s: float,
+                   notes: list[str]) -> None:
+    """Rank 0 also names the launcher's directory in torchrun's store, for ranks started on other
+    machines without gpu_widgets.launch (``--nnodes`` > 1): they find it as any launch's."""
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or not _NAME.match(given.name):
+        return
+    if given.parent != root.resolve():  # the others join the name to their own root
+        return
+    store, _ = _store(env, timeout_s, notes)
+    if store is None:
+        return
+    try:
+        store.set(key, given.name)
+    except Exception as exc:
+        notes.append(f"could not publish the launch directory ({type(exc).__name__}: {exc}); ranks on other "
+                     "machines may write elsewhere")
 
 
 def _free_env_name(root: Path, title: str | None, ranks: RankEnv, index: int) -> str:

@@ -103,6 +103,10 @@ class DeviceTrace:
     columns: dict[str, array] = field(default_factory=lambda: {f: array("d") for f in FIELDS + TORCH_FIELDS})
     throttle: array = field(default_factory=lambda: array("q"))
     lost: array = field(default_factory=lambda: array("b"))
+    # A launch's view draws every rank's GPUs: "rank 1 · node-b · GPU 0" and its colour slot
+    # (None: "GPU <index>" in the index's colour, as a single process draws it).
+    label: str | None = None
+    slot: int | None = None
 
     @property
     def util_mean(self) -> float | None:
