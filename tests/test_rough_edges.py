@@ -92,6 +92,17 @@ def lab_examples(src: Path, dst: Path) -> str:
 
 
 @pytest.mark.skipif(not HAVE_MAKE, reason="make is not installed")
+def test_lab_copies_the_scripts_the_notebooks_run_too(tmp_path):
+    src, dst = tmp_path / "examples", tmp_path / "lab"
+    src.mkdir()
+    (src / "distributed.ipynb").write_text("nb")
+    (src / "distributed_train.py").write_text("print('train')")
+    lab_examples(src, dst)
+    assert (dst / "distributed_train.py").read_text() == "print('train')"
+    assert {p.name for p in (ROOT / "examples").glob("*.py")} >= {"distributed_train.py"}
+
+
+@pytest.mark.skipif(not HAVE_MAKE, reason="make is not installed")
 def test_lab_copies_refreshes_and_never_overwrites_edits(tmp_path):
     src, dst = tmp_path / "examples", tmp_path / "lab"
     src.mkdir()
