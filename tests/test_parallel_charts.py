@@ -16,7 +16,7 @@ from gpu_widgets.monitor.static_image import draw_figure
 from gpu_widgets.runs.run_log import write_json
 
 from .launch_fixtures import T0, data_wait_bins, make_launch, write_lines
-from .widget_helpers import marks
+from .widget_helpers import marks, wait_until
 
 ONE_HOST = ("node-a", "node-a")
 
@@ -112,16 +112,6 @@ def test_a_redraw_of_8_ranks_by_10_to_5_steps_stays_in_budget_and_memory_is_boun
         assert s.bins == steps // 5 and all(c.n_blocks <= c.max_blocks for c in s.curves)
 
 
-def _wait_for(check, what, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_follow_draws_what_each_rank_adds_until_the_launch_ends(tmp_path):
     path = make_launch(tmp_path, hosts=ONE_HOST, statuses=("running", "running"), steps=(10, 10))
     mon = TrainingMonitor.follow(path, display=False, poll_s=0.05)
@@ -131,15 +121,15 @@ def test_follow_draws_what_each_rank_adds_until_the_launch_ends(tmp_path):
         line = marks(charts, WAIT_CHART).get(name) if WAIT_CHART in charts else None
         return 0 if line is None else len(line.x)
 
-    _wait_for(lambda: points("rank 1") == 2, "rank 1's first bins")
+    wait_until(lambda: points("rank 1") == 2, what="rank 1's first bins")
     # rank 1 goes on, slower for its data; its GPU samples too
     write_lines(path / "rank-1" / "data_wait.jsonl", data_wait_bins(10, 0.04, t0=T0 + 1.0))
     write_lines(path / "rank-1" / "gpu.jsonl", [{"time": T0 + 3 + i, "gpu": 1, "utilization_gpu_percent": 90}
                                                for i in range(2)])
-    _wait_for(lambda: points("rank 1") == 4, "rank 1's new bins")
+    wait_until(lambda: points("rank 1") == 4, what="rank 1's new bins")
     y = np.asarray(marks(charts, WAIT_CHART)["rank 1"].y)
     assert y[-1] == pytest.approx(40.0, rel=1e-5)
-    _wait_for(lambda: len(marks(charts, "gpu_util")["rank 1 · GPU 1"].x) == 5, "rank 1's new GPU samples")
+    wait_until(lambda: len(marks(charts, "gpu_util")["rank 1 · GPU 1"].x) == 5, what="rank 1's new GPU samples")
     for r in (0, 1):  # both end: following ends, every rank read to its end
         meta = json.loads((path / f"rank-{r}" / "run.json").read_text())
         write_json(path / f"rank-{r}" / "run.json", {**meta, "status": "finished", "ended": T0 + 10})

@@ -14,6 +14,7 @@ from gpu_widgets.parallel.env import host_name
 from gpu_widgets.runs.run_log import write_json
 
 from .launch_fixtures import heartbeat, make_launch
+from .widget_helpers import wait_until
 
 
 def test_load_of_a_launch_shows_rank_0_and_names_the_input_straggler(tmp_path):
@@ -75,16 +76,6 @@ def test_single_process_runs_are_one_rank_without_a_straggler(tmp_path):
     assert "gpuw-world" not in loaded.parts.header_html()
 
 
-def _wait_for(check, what, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_follow_of_a_launch_sees_a_rank_stop_then_stall_and_the_launch_end(tmp_path):
     path = make_launch(tmp_path, statuses=("running", "running"), heartbeats=(heartbeat(20), heartbeat(20)))
     beats = {0: lambda: heartbeat(20), 1: lambda: heartbeat(20)}
@@ -99,19 +90,19 @@ def test_follow_of_a_launch_sees_a_rank_stop_then_stall_and_the_launch_end(tmp_p
     writer.start()
     try:
         mon = TrainingMonitor.follow(path, display=False, poll_s=0.05)
-        _wait_for(lambda: mon.ranks[0]["step"] == 20, "the first pass")
+        wait_until(lambda: mon.ranks[0]["step"] == 20, what="the first pass")
         assert mon.world_size == 2 and mon.straggler is None and mon.status == "running"
         # rank 1's process died 41 s ago: its heartbeat is that old, the others' fresh
         beats[1] = lambda: heartbeat(20, "idle", at=time.time() - 41)
-        s = _wait_for(lambda: mon.straggler, "the stopped rank")
+        s = wait_until(lambda: mon.straggler, what="the stopped rank")
         assert (s["rank"], s["cause"]) == (1, "stalled") and s["excess_s"] > 30
         assert "rank 1 (node-b) stopped writing 41 s ago (its process may have died)" in mon.parts.header_html()
         # alive again, but stuck waiting for its data while rank 0 waits in the all-reduce
         beats[1] = lambda: heartbeat(20, "data", since=time.time() - 30)
-        _wait_for(lambda: "has not finished step 21 for 30 s" in mon.parts.header_html(), "the stalled rank")
+        wait_until(lambda: "has not finished step 21 for 30 s" in mon.parts.header_html(), what="the stalled rank")
         assert mon.straggler["cause"] == "stalled"
         beats[1] = lambda: heartbeat(21)  # it caught up
-        _wait_for(lambda: mon.straggler is None, "the verdict to clear")
+        wait_until(lambda: mon.straggler is None, what="the verdict to clear")
         # rank 0 ends: following ends, with the ranks as they were read last
         for r in (0, 1):
             write_json(path / f"rank-{r}" / "run.json", {

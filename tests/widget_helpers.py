@@ -124,9 +124,10 @@ class HangingBackend(FixedBackend):
         return super().read_fast(t)
 
 
-def wait_until(predicate: Any, timeout: float = 15.0) -> Any:
+def wait_until(predicate: Any, timeout: float = 15.0, what: str = "") -> Any:
+    """The predicate's first true value; AssertionError after ``timeout`` s ("timed out waiting for ``what``")."""
     deadline = time.monotonic() + timeout
     while not (value := predicate()):
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}" if what else "timed out"
         time.sleep(0.02)
     return value
