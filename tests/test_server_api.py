@@ -13,6 +13,8 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from gpu_widgets import __version__
+from gpu_widgets.backends import ENV_SEED
+from gpu_widgets.backends.simulated import SimulatedBackend
 from gpu_widgets.metrics import catalogue, throttle
 from gpu_widgets.metrics.fields import SAMPLE_FIELDS
 
@@ -100,7 +102,19 @@ async def test_samples_history_is_incremental_and_downsampled(jp_fetch):
     assert 2 <= len(small["timestamps"]) <= 4
 
 
-async def test_processes_of_other_users_are_hidden(jp_fetch):
+@pytest.fixture
+def busy_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A seed whose two simulated GPUs both run jobs for the next minute: each GPU rests ~23 s of
+    every 240 s, longer than a wait may last, so a fixed seed fails whenever a test starts then."""
+    def busy_for_a_minute(seed: int) -> bool:
+        sim = SimulatedBackend(2, seed=seed)
+        sim.open()
+        now = time.time()
+        return all(all(g["processes"] for g in sim.read_slow(now + s)) for s in range(0, 61, 2))
+    monkeypatch.setenv(ENV_SEED, str(next(s for s in range(240) if busy_for_a_minute(s))))
+
+
+async def test_processes_of_other_users_are_hidden(busy_gpus, jp_fetch):
     body = await wait_for(jp_fetch, lambda b: b["devices"] and all(d["processes"] for d in b["devices"]),
                           path=("processes",))
     validate_response("/processes", body)
@@ -121,7 +135,7 @@ async def test_processes_of_other_users_are_hidden(jp_fetch):
 
 
 @pytest.mark.parametrize("gw_config", [{"backend": "simulated", "interval_s": 0.1, "show_other_users_processes": True}])
-async def test_other_users_processes_are_shown_when_configured(jp_fetch, gw_config):
+async def test_other_users_processes_are_shown_when_configured(busy_gpus, jp_fetch, gw_config):
     body = await wait_for(jp_fetch, lambda b: any(d["processes"] for d in b["devices"]), path=("processes",))
     procs = [p for d in body["devices"] for p in d["processes"]]
     assert "simulated-colleague" in {p["user"] for p in procs}
