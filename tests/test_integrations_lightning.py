@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,36 @@ def test_samples_come_from_the_real_batches():
     cb = callback()
     trainer(cb, max_epochs=1).fit(Tiny(), loader(n=10, batch=4))  # 4, 4, 2
     assert cb.monitor.parts.samples.total == 10 and cb.monitor.parts.samples.first_batch == 4
+
+
+class SlowForward(Tiny):
+    """A training_step of a known length: 30 ms of its own, then ``self(x)`` (10 ms more)."""
+
+    def forward(self, x):
+        time.sleep(0.01)
+        return self.layer(x)
+
+    def training_step(self, batch, batch_idx):
+        time.sleep(0.03)
+        x, y = batch
+        return torch.nn.functional.mse_loss(self(x), y)
+
+
+def test_the_forward_is_training_step_up_to_its_backward_timed_once(run_dir):  # noqa: F811
+    # Given a training_step that Lightning calls directly (no module hook sees it) and that calls
+    # the module itself inside (a forward within the timed one)
+    cb = callback()
+    began = time.perf_counter()
+    trainer(cb, max_epochs=1).fit(SlowForward(), loader(n=40))  # 10 steps
+    took = time.perf_counter() - began
+    # Then each step's forward is the whole training_step, counted once (not 10 ms, not 50 ms)
+    rows = [json.loads(line) for line in (cb.monitor.run_dir / "data_wait.jsonl").read_text().splitlines()]
+    steps = sum(r["steps"] for r in rows)
+    assert steps == 9 and all("forward_s" in r for r in rows), rows  # the epoch's first batch: not a wait
+    per_step = sum(r["forward_s"] for r in rows) / steps
+    assert 0.04 * 0.9 < per_step < 0.04 * 2.5, rows
+    assert all(r["forward_s"] <= r["step_s"] for r in rows) and sum(r["step_s"] for r in rows) < took, rows
+    assert cb.monitor.errors == []
 
 
 def test_only_global_rank_zero_records(monkeypatch):

@@ -82,5 +82,8 @@ def test_two_ddp_ranks_finish_and_both_record_into_one_launch(tmp_path: Path) ->
         rows = [json.loads(line) for line in (launch / f"rank-{rank}" / "steps.jsonl").read_text().splitlines()]
         assert [row["step"] for row in rows if "train_loss_step" in row] == [1, 2, 3, 4]
         assert any("val_loss" in row for row in rows) and any("train_loss_epoch" in row for row in rows)
+        # each step's training_step timed as its forward (DDP calls it, not the module: no hook sees it)
+        bins = [json.loads(line) for line in (launch / f"rank-{rank}" / "data_wait.jsonl").read_text().splitlines()]
+        assert bins and all(0 < b["forward_s"] <= b["step_s"] for b in bins), bins
     assert sorted(our_lines(done.output)) == [f"gpu-widgets: rank 1/2 records to {launch / 'rank-1'}",
                                               f"gpu-widgets: recording this run in {launch / 'rank-0'}"]

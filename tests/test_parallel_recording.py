@@ -227,6 +227,9 @@ def test_the_hf_trainer_records_every_rank(tmp_path):
         m = meta(launch / f"rank-{rank}")
         assert m["rank"] == rank and m["status"] == "finished" and m["total_steps"] == 4
         assert [row["step"] for row in lines(launch / f"rank-{rank}" / "steps.jsonl") if "loss" in row] == [2, 4]
+        # the model's forward, timed through its hooks inside the DDP wrapper the Trainer made
+        bins = lines(launch / f"rank-{rank}" / "data_wait.jsonl")
+        assert bins and all(0 < b["forward_s"] <= b["step_s"] for b in bins), bins
     assert sorted(our_lines(done.output)) == [f"gpu-widgets: rank 1/2 records to {launch / 'rank-1'}",
                                               f"gpu-widgets: recording this run in {launch / 'rank-0'}"]
 

@@ -102,6 +102,7 @@ class MonitorFeed:
         self._add_wait: Any = None  # the monitor's recorders, from begin()
         self._add_samples: Any = None
         self._beat: Any = None  # the monitor's Heartbeat, from begin()
+        self._timing: Any = None  # the monitor's RankTiming, from begin(): its forward timer
 
     @property
     def monitor(self) -> TrainingMonitor:
@@ -135,7 +136,8 @@ class MonitorFeed:
                 mon.watch_model(model)
             except TypeError:  # not a torch module: its forward is not timed, training goes on
                 pass
-        self._beat = mon.parts.timing.beat  # the rank's phase, for its heartbeat
+        self._timing = mon.parts.timing
+        self._beat = self._timing.beat  # the rank's phase, for its heartbeat
         mon.__enter__()  # the run (its clock, GPU sampling, run log) starts with training, not at step 1
         # Every step passes here: the monitor's own recorders, without the checks its public
         # note_data_wait() / note_batch() make on values from a user (ours are always sound).
@@ -165,6 +167,19 @@ class MonitorFeed:
         if ended is not None and busy is not None and now >= ended:
             wait = now - ended
             self._add_wait(wait, wait + busy, ended)
+
+    def forward_began(self, module: Any) -> None:
+        """The framework calls the step's forward itself, where no module hook sees it (Lightning's
+        ``training_step``): it is timed from here to ``forward_ended()``."""
+        timer = self._timing.timer
+        if timer is not None:
+            timer.enter(module)
+
+    def forward_ended(self, module: Any) -> None:
+        """The step's forward returned (its loss is about to go backward); idempotent."""
+        timer = self._timing.timer
+        if timer is not None:
+            timer.leave(module)
 
     def batch_ended(self, batch: Any = None, samples: int | None = None) -> None:
         """One batch done: its samples counted (from ``samples``, else read from ``batch``)."""

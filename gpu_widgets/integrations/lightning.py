@@ -10,6 +10,8 @@ alone displays), else on the global-zero process (``trainer.is_global_zero``):
   you ``self.log()``-ed that has a new value since the last row;
 * after each validation and each training epoch: the metrics that changed (``val_loss``,
   ``train_loss_epoch``...), at the current step;
+* the time each step spends in ``training_step`` up to its backward (the forward, which Lightning
+  calls directly, so no module hook sees it), into the data-wait bins' ``forward_s``;
 * the step (``trainer.global_step``), the epoch (``current_epoch + 1`` of ``max_epochs``), the
   total (``trainer.estimated_stepping_batches``, once training starts) and the samples of every batch;
 * the end: finished (``on_fit_end``), interrupted (Ctrl-C) or failed (``on_exception``; Lightning
@@ -135,10 +137,16 @@ class GpuWidgetsCallback(pl.Callback):
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         if self._feed.active:
             self._feed.batch_started()
+            self._feed.forward_began(pl_module)  # training_step: Lightning's forward, called directly
+
+    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+        if self._feed.active:
+            self._feed.forward_ended(pl_module)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if not self._feed.active:
             return
+        self._feed.forward_ended(pl_module)  # a step that returned no loss never went backward
         self._feed.batch_ended(batch)
         step, every = trainer.global_step, trainer.log_every_n_steps
         # Only batches that stepped the optimizer, every n steps (and the last one), as Lightning logs.

@@ -1,14 +1,15 @@
 """Seconds a model spends in its forward, per step, without slowing the step down.
 
 ``ForwardTimer(model)`` hooks the outermost module only (a forward pre-hook and a forward hook);
-only forwards in training mode count, so validation between epochs does not, and a forward
-called inside the timed one (Lightning under DDP runs ``training_step`` as the module's forward,
-which may call ``self(x)``) is part of it, not timed again. On CPU the hooks
-stamp ``time.perf_counter()``. On CUDA, kernels run after the Python call returns, so the hooks
-record a pair of CUDA events on the model's current stream, and the monitor's thread reads them
-later (``event.query()``, then ``elapsed_time``): the training thread never synchronizes. Events
-are reused once read; at most MAX_PENDING pairs wait to be read, further forwards are not timed
-(``dropped``) until the reader catches up.
+where no module hook fires, the caller says where the forward begins and ends with ``enter()`` and
+``leave()`` (Lightning calls ``training_step`` itself, never the module, under DDP too). Only
+forwards in training mode count, so validation between epochs does not, and a forward called
+inside the timed one (a ``training_step`` that calls ``self(x)``) is part of it, not timed again.
+On CPU the hooks stamp ``time.perf_counter()``. On CUDA, kernels run after the Python call
+returns, so the hooks record a pair of CUDA events on the model's current stream, and the
+monitor's thread reads them later (``event.query()``, then ``elapsed_time``): the training thread
+never synchronizes. Events are reused once read; at most MAX_PENDING pairs wait to be read,
+further forwards are not timed (``dropped``) until the reader catches up.
 
 The hooks also tell the rank's heartbeat "forward" and "after_forward" (two attribute stores).
 torch is never imported here: a module can only exist when the user imported torch already.
@@ -145,6 +146,16 @@ class ForwardTimer:
             event.record()
         else:
             event.record(self._stream())
+
+    def enter(self, module: Any) -> None:
+        """A forward begins that no module hook sees (Lightning's ``training_step``, which DDP and
+        the trainer call directly): timed as the hooked forward is; one inside it is not timed again."""
+        self._pre(module, ())
+
+    def leave(self, module: Any) -> None:
+        """The forward ``enter()`` began has ended (idempotent: a second call does nothing)."""
+        if self._depth:
+            self._post(module, (), None)
 
     # -- the monitor's thread ---------------------------------------------------------------------
     def take(self) -> list[tuple[float, float]]:
