@@ -21,6 +21,9 @@ from gpu_widgets.sampling.sampler import Sampler
 from gpu_widgets.monitor import run_state
 from gpu_widgets.monitor.compare import RunComparison
 
+from gpu_widgets.runs.run_log import write_json
+
+from .launch_fixtures import T0 as LAUNCH_T0, make_launch
 from .widget_helpers import GIB, FixedBackend, marks, run_dir  # noqa: F401
 
 T0 = 1_700_000_000.0
@@ -195,6 +198,33 @@ def test_summary_numbers_are_those_of_the_saved_runs(clock, tmp_path):
     table = html.unescape(re.sub(r"<[^>]+>", "|", cmp.widget.children[0].value))
     assert "finished" in table and "failed" in table and "|640|" in table  # samples/s of A
     assert "energy: from the GPUs' energy counters" in table
+
+
+def test_a_launch_compares_as_rank_zero_over_the_launchs_wall_time(clock, tmp_path):
+    # Given a 2-rank launch whose rank 1 failed 4 s after rank 0 finished, and a single-process run
+    launch = make_launch(tmp_path / "runs", statuses=("finished", "failed"), steps=(20, 12), started=LAUNCH_T0)
+    rank1 = json.loads((launch / "rank-1" / "run.json").read_text())
+    write_json(launch / "rank-1" / "run.json", {**rank1, "ended": LAUNCH_T0 + 14})
+    single = record(clock, "one GPU", 50, run_log=tmp_path / "log")
+    # When they are compared, as a directory and as the monitor load() gives
+    for launch_run in (launch, TrainingMonitor.load(launch, display=False)):
+        cmp = TrainingMonitor.compare(launch_run, single.run_dir, display=False)
+        row, other = cmp.summary
+        # Then the launch is one run: its title, failed (a rank failed), its 2 ranks, from the first
+        # rank's start to the last one's end; its steps and values are rank 0's
+        assert (row["title"], row["status"], row["world_size"]) == ("ddp toy", "failed", 2)
+        assert row["started"] == LAUNCH_T0 and row["duration_s"] == pytest.approx(14.0)
+        assert row["steps"] == 20 and row["final"]["loss"] == pytest.approx(1 / 20)
+        assert row["gpus"] == [0]  # rank 0's GPU
+        assert other["world_size"] == 1 and other["steps"] == 50
+        # and the table gains a ranks column
+        cells = [c.strip() for c in html.unescape(re.sub(r"<[^>]+>", "|", cmp.widget.children[0].value)).split("|")
+                 if c.strip()]
+        assert cells[cells.index("status") + 1] == "ranks" and "2" in cells
+    # Two single-process runs have no ranks column
+    plain = TrainingMonitor.compare(single.run_dir, record(clock, "again", 30, run_log=tmp_path / "log").run_dir,
+                                    display=False)
+    assert "ranks" not in plain.widget.children[0].value and [r["world_size"] for r in plain.summary] == [1, 1]
 
 
 def test_a_gpu_without_an_energy_counter_has_its_power_integrated_and_the_table_says_so(clock, tmp_path):

@@ -1,7 +1,7 @@
 """The runs ``TrainingMonitor.compare()`` puts side by side, and the summary of each.
 
-A run comes from a run-log directory, a file written by ``save()`` (read by ``read_run``, the
-reader of ``TrainingMonitor.load``), or a TrainingMonitor (live or loaded: what it holds now).
+A run comes from a run-log directory, a file written by ``save()`` (read by ``world.read_any``,
+the reader of ``TrainingMonitor.load``: a launch is its rank 0's values over the launch's wall time), or a TrainingMonitor (live or loaded: what it holds now).
 Each becomes a ``ComparedRun``: its logged rows in ``Records`` and its GPU samples in a
 ``GpuTrace`` whose x = 0 is the run's start, the same structures the monitor draws from, so the
 comparison reuses the monitor's decimation and totals.
@@ -24,11 +24,11 @@ from typing import Any
 
 from ..runs.gpu_trace import MAX_GAP_S, GpuTrace
 from ..runs.records import Records
-from ..runs.saved_run import read_run
 from ..widgets.drawable import short_title
 from .monitor_header import steps_done
 from .run_energy import NO_GPU
 from .run_state import State
+from .world import read_any
 from ..widgets.view import color
 
 X_AXES = ("step", "time")
@@ -51,6 +51,7 @@ class ComparedRun:
     color: str = ""
     trace: GpuTrace | None = None
     gpus_used: list[int] | None = None  # run.json's "gpus_used": [] none, None not known (then all)
+    world_size: int = 1  # a launch: its ranks (the rest is rank 0's, over the launch's wall time)
 
     @property
     def origin(self) -> float:
@@ -75,15 +76,21 @@ def _where(run: Any) -> str:
 
 def _from_path(path: str | os.PathLike, n: int) -> ComparedRun:
     try:
-        saved = read_run(path)
+        saved = read_any(path)
     except (OSError, ValueError) as exc:  # RunFileError is a ValueError: its message names file and line
         raise type(exc)(f"compare(): run {n} ({_where(path)}): {exc}") from exc
     records = Records()
     records.extend_rows(saved.rows)
-    status = State.saved(saved.meta.get("status"))
+    status = str(State.saved(saved.meta.get("status")))
     used = saved.meta.get("gpus_used")
-    return ComparedRun("", saved.title, saved.source.resolve(), str(status), saved.started, saved.ended,
-                       saved.meta.get("batch_size"), records, own_rows(saved.gpu_rows, used), gpus_used=used)
+    title, (started, ended), world = saved.title, (saved.started, saved.ended), 1
+    launch = saved.launch
+    if launch is not None:  # rank 0's values; the launch's title, status and wall time
+        title, status, world = launch.title, launch.status, launch.world_size
+        started, ended = launch.span()
+        started = started if started is not None else saved.started
+    return ComparedRun("", title, saved.source.resolve(), status, started, ended, saved.meta.get("batch_size"),
+                       records, own_rows(saved.gpu_rows, used), gpus_used=used, world_size=world)
 
 
 def own_rows(rows: list[dict[str, Any]], used: list[int] | None) -> list[dict[str, Any]]:
@@ -106,8 +113,13 @@ def _from_monitor(mon: Any) -> ComparedRun:
     ended = run.t_end if run.t_end is not None else (max(times) if times else None)
     source = mon.run_dir
     used = parts.gpus.used(parts.records.tensor_devices)["gpus_used"] if parts.trace.devices else None
-    return ComparedRun("", mon.title, None if source is None else Path(source).resolve(), str(mon.status),
-                       started, ended, parts.batch_size(), records, own_rows(gpu_rows, used), gpus_used=used)
+    status, world = str(mon.status), mon.world_size
+    if run.readonly and parts.world is not None:  # a loaded or followed launch: as its directory compares
+        status, (first, last) = parts.world.status, parts.world.span
+        started, ended = first if first is not None else started, last if status != "running" else None
+    return ComparedRun("", mon.title, None if source is None else Path(source).resolve(), status,
+                       started, ended, parts.batch_size(), records, own_rows(gpu_rows, used), gpus_used=used,
+                       world_size=world)
 
 
 def gather(runs: Sequence[Any], monitor_type: type) -> list[ComparedRun]:
@@ -248,6 +260,7 @@ def summary_row(run: ComparedRun, keys: Sequence[str]) -> dict[str, Any]:
         "title": run.title,
         "source": None if run.source is None else str(run.source),
         "status": run.status,
+        "world_size": run.world_size,
         "started": run.started,
         "steps": steps_done(records),
         "duration_s": duration(run),

@@ -26,14 +26,17 @@ def _energy(row: Mapping[str, Any]) -> str:
 
 
 def table_cells(summary: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> tuple[list[str], list[list[str]]]:
-    """The table's head and one row of text per run: the columns above, then the final value of
-    each charted key ("–" where a run never logged it)."""
-    head = [*COLUMNS, *(f"final {short_title(k)}" for k in keys)]
+    """The table's head and one row of text per run: the columns above (and "ranks" after the
+    status when a launch is among them), then the final value of each charted key ("–" where a run
+    never logged it)."""
+    ranks = any(row["world_size"] > 1 for row in summary)  # a column only when a launch is compared
+    head = [*COLUMNS[:2], *(["ranks"] if ranks else []), *COLUMNS[2:], *(f"final {short_title(k)}" for k in keys)]
     rows = []
     for row in summary:
         steps = row["steps"]
         rows.append([
-            row["run"], row["status"], "–" if steps is None else f"{steps:,}", units.duration(row["duration_s"]),
+            row["run"], row["status"], *([str(row["world_size"])] if ranks else []),
+            "–" if steps is None else f"{steps:,}", units.duration(row["duration_s"]),
             units.rate(row["steps_per_s"], "steps").removesuffix(" steps/s"),
             units.rate(row["samples_per_s"], "samples").removesuffix(" samples/s"),
             _energy(row), units.gib(row["peak_memory_bytes"]),

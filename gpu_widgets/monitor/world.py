@@ -33,6 +33,8 @@ class World:
     ranks: tuple[dict[str, Any], ...]
     straggler: Straggler | None
     read_at: float = 0.0  # time.monotonic() when it was read
+    status: str = "unknown"  # the launch's (launch_read.launch_status): failed if a rank failed...
+    span: tuple[float | None, float | None] = (None, None)  # its wall time (Launch.span)
 
     def line(self) -> str:
         """"2 ranks on 2 hosts · rank 1 (node-b) waits ...", or the ranks' statuses when balanced."""
@@ -51,7 +53,7 @@ def world_of(launch: Launch, now: float | None = None) -> World:
     now = time.time() if now is None else now
     timings = [RankTiming(r.rank, r.host, r.bins, r.heartbeat, live=r.status not in ENDED) for r in launch.ranks]
     return World(launch.world_size, tuple(launch.hosts), tuple(r.as_dict() for r in launch.ranks),
-                 verdict(timings, now), time.monotonic())
+                 verdict(timings, now), time.monotonic(), launch.status, launch.span())
 
 
 def launch_of(path: str | os.PathLike) -> Path | None:

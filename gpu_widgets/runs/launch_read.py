@@ -61,6 +61,16 @@ class Launch:
     ranks: list[RankRun]  # one per rank 0..world_size-1 (missing ones included), by rank
     notes: list[str]
 
+    def span(self) -> tuple[float | None, float | None]:
+        """The launch's wall time: from its first rank's start to its last rank's end (None while
+        a rank runs); from the launch's run.json where no rank says."""
+        starts = [r.meta["started"] for r in self.ranks if r.meta.get("started") is not None]
+        ends = [r.meta["ended"] for r in self.ranks if r.meta.get("ended") is not None]
+        started = min(starts) if starts else self.meta.get("started")
+        if self.status == "running":
+            return started, None
+        return started, max(ends) if ends else self.meta.get("ended")
+
 
 def launch_status(statuses: Iterable[str]) -> str:
     """A launch's status from its ranks': failed if any failed, else running while any runs (or
