@@ -1,6 +1,7 @@
 """The straggler verdict end to end: real 2-rank torchrun launches (gloo on loopback) of a tiny DDP
 model under ``TrainingMonitor(model=...)`` and ``track()``, each followed live from this process
-with ``TrainingMonitor.follow`` on the launch directory, sampling ``straggler`` at every pass.
+with ``TrainingMonitor.follow`` on the launch directory, sampling ``straggler`` at every pass, and
+by rank 0's own live monitor at every step.
 
 One rank is made slow on purpose: its dataset (input), its forward (compute), or a long stall
 before its forward while the other waits in the all-reduce (stalled); and two equal ranks must
@@ -8,6 +9,7 @@ get no verdict at any pass. The slow parts are sleeps, so the excess is known.""
 from __future__ import annotations
 
 import html
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,7 +28,7 @@ WORK_S = 0.02  # each step's own work, in the forward (a sleep: steady on a busy
 
 # argv: case, steps. Rank 1 is the odd one; rank 0 is as in the balanced case.
 SCRIPT = """
-import os, sys, time
+import json, os, sys, time
 import torch, torch.distributed as dist
 from gpu_widgets import TrainingMonitor
 
@@ -56,6 +58,7 @@ torch.manual_seed(0)
 model = torch.nn.parallel.DistributedDataParallel(Net())
 mon = TrainingMonitor("verdict " + case, model=model, display=False, flush_s=0.2)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
+live = []
 for i, x in enumerate(mon.track(torch.utils.data.DataLoader(Data(), batch_size=1))):
     if odd and case == "stalled" and i == STALL_AT:
         time.sleep(STALL_S)  # stuck before its forward: the other rank waits in the all-reduce
@@ -63,7 +66,13 @@ for i, x in enumerate(mon.track(torch.utils.data.DataLoader(Data(), batch_size=1
     model(x).sum().backward()
     opt.step()
     mon.log(loss=0.5)
+    if rank == 0 and case != "stalled":  # rank 0's live monitor says it too (it reads the launch once a second)
+        s = mon.straggler
+        if s is not None:
+            live.append([i + 1, s["rank"], s["cause"]])
 mon.finish()
+if rank == 0:
+    print("LIVE " + json.dumps(live), flush=True)
 assert mon.errors == [], mon.errors
 dist.barrier()
 dist.destroy_process_group()
@@ -78,6 +87,7 @@ class Seen:
     passes: list[tuple[int, dict | None, str]] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     done: RankRun | None = None
+    live: list[list] = field(default_factory=list)  # rank 0's own monitor: [step, rank, cause] when it named one
 
     def verdicts(self) -> list[tuple[int, dict, str]]:
         return [p for p in self.passes if p[1] is not None]
@@ -114,6 +124,7 @@ def launch_and_follow(tmp_path: Path, case: str, steps: int, timeout_s: float = 
         seen.times.append(time.monotonic())
     ranks.join(max(1.0, deadline - time.monotonic()))
     assert seen.done is not None and seen.done.returncode == 0, seen.done and seen.done.output[-3000:]
+    seen.live = json.loads(next(line for line in seen.done.output.splitlines() if "LIVE " in line).split("LIVE ", 1)[1])
     assert follower.done.is_set() and mon.status == "finished" and mon.world_size == 2
     return seen
 
@@ -131,6 +142,9 @@ def test_a_slow_rank_is_named_with_its_cause_within_30_steps(tmp_path, case):
     assert all(0.6 * SLOW_S < e < 1.6 * SLOW_S for e in excess), excess
     words = "waits" if case == "input" else "more per step in the model's forward"
     assert words in header and "rank 1" in header
+    # rank 0's live monitor named the same rank and cause, as soon
+    assert seen.live and seen.live[0][0] <= 30, seen.live[:3]
+    assert {(r, c) for _, r, c in seen.live} == {(1, case)}, seen.live
 
 
 def test_a_rank_stuck_before_its_forward_is_seen_stalled_while_it_lasts(tmp_path):
@@ -150,4 +164,4 @@ def test_a_rank_stuck_before_its_forward_is_seen_stalled_while_it_lasts(tmp_path
 def test_two_equal_ranks_get_no_verdict_at_any_pass(tmp_path):
     seen = launch_and_follow(tmp_path, "balanced", steps=60)
     assert len(seen.passes) > 10 and seen.passes[-1][0] >= 30, seen.passes[-1:]
-    assert seen.verdicts() == []
+    assert seen.verdicts() == [] and seen.live == []
