@@ -8,7 +8,8 @@ from typing import Any
 
 from ._version import __version__
 
-__all__ = ["GpuDashboard", "PickGpusError", "RunFileError", "TrainingMonitor", "__version__", "pick_gpus"]
+__all__ = ["GpuDashboard", "PickGpusError", "RunFileError", "TrainingMonitor", "__version__", "analyze_trace",
+           "launch", "pick_gpus"]
 
 # name -> module that defines it, imported lazily by __getattr__
 _LAZY = {
@@ -18,6 +19,7 @@ _LAZY = {
     "pick_gpus": "gpu_widgets.pick",
     "PickGpusError": "gpu_widgets.pick",  # what pick_gpus() raises when it cannot choose
     "launch": "gpu_widgets.monitor.launcher",  # a torchrun job started from a notebook, followed there
+    "analyze_trace": "gpu_widgets.profiling",  # why the GPU is not busy, from a torch.profiler trace
 }
 
 

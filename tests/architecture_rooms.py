@@ -202,7 +202,7 @@ FINER_RULES = [
               "gpu_widgets.magic", ("gpu_widgets.cli",), still_allowed=("gpu_widgets.cli.render",)),
     FinerRule("frameworks-only-in-integrations",
               "a training framework (torch, lightning, transformers, keras) is imported only in integrations/ "
-              "(and torch, lazily, in parallel/)",
+              "(and torch, lazily, in parallel/ and profiling/)",
               "gpu_widgets", ("torch", "lightning", "pytorch_lightning", "transformers", "keras"),
-              exempt=("gpu_widgets.integrations", "gpu_widgets.parallel")),
+              exempt=("gpu_widgets.integrations", "gpu_widgets.parallel", "gpu_widgets.profiling")),
 ]

@@ -4,8 +4,9 @@
         show a live GPU dashboard (replaces the previous one)
     %gpuwatch stop
         stop the live dashboard
-    %%gpuwatch [--interval SECONDS] [--gpus auto|all|0,1] [--window SECONDS] [--quiet]
-        run the cell while watching the GPUs, then print what they did
+    %%gpuwatch [--interval SECONDS] [--gpus auto|all|0,1] [--window SECONDS] [--quiet] [--profile]
+        run the cell while watching the GPUs, then print what they did (--profile: and why the
+        GPU is not busy, from torch.profiler)
 
 The options are declared with IPython's ``magic_arguments``: ``%gpuwatch?`` and ``%gpuwatch --help``
 show them. Bad options print the usage and change nothing (an IPython UsageError: no traceback).
@@ -29,6 +30,7 @@ from ..sampling.sampler import MIN_INTERVAL_S, get_sampler
 from ..sampling.snapshot import aged, with_status
 from ..sampling.stall import STALE
 from ..widgets import leases
+from .cell_profiling import cell_profile, show_profile
 from .summary import summarize, summary_html
 from ..widgets.dashboard import MAX_WINDOW_S, GpuDashboard, wait_for_gpm
 from ..runs.gpu_trace import GpuTrace
@@ -41,6 +43,7 @@ examples:
   %gpuwatch --gpus all --window 600
   %gpuwatch stop
   %%gpuwatch --interval 0.5      (first line of a cell) run the cell, then print a GPU summary
+  %%gpuwatch --profile           the same, and a profile that says why the GPU is not busy
 """
 
 
@@ -130,6 +133,9 @@ class GpuWatchMagics(Magics):
     @argument("--gpus", type=_gpus, default="auto", metavar="auto|all|0,1",
               help="which GPUs: the ones this kernel uses (auto, default), all, or NVML indices")
     @argument("--quiet", action="store_true", help="%%%%gpuwatch: no live charts, only the summary")
+    @argument("--profile", action="store_true",
+              help="%%%%gpuwatch: profile the cell with torch.profiler and say why the GPU is not busy "
+                   "(each step of a TrainingMonitor's loop in it, else the whole cell as one step)")
     # No choices=: argparse would name the positional by its dest in the error ("argument action: ...").
     @argument("action", nargs="?", metavar="stop", help="stop the live dashboard (line magic only)")
     @line_cell_magic
@@ -153,6 +159,7 @@ class GpuWatchMagics(Magics):
         if args.action:
             raise UsageError(f"'{args.action}' is for the line magic: %gpuwatch {args.action}\n\n{_help(parser)}")
         return self._cell(args, cell)
+    # (--profile on the line magic is refused in _line: a profile needs a cell to run)
 
     # -- %gpuwatch ------------------------------------------------------------------------------
     def _stop_dashboard(self) -> bool:
@@ -163,6 +170,8 @@ class GpuWatchMagics(Magics):
         return True
 
     def _line(self, args: argparse.Namespace) -> None:
+        if args.profile:
+            raise UsageError("--profile is for the cell magic: put %%gpuwatch --profile on a cell's first line")
         if args.action == "stop":
             print("gpuwatch: live dashboard stopped" if self._stop_dashboard() else "gpuwatch: no live dashboard to stop")
             return
@@ -231,6 +240,7 @@ class GpuWatchMagics(Magics):
                                          display=True)
                 except Exception as exc:  # the cell runs whatever happens to the charts
                     print(f"gpuwatch: no live charts ({type(exc).__name__}: {exc})", file=sys.stderr)
+        profiler = cell_profile(args.profile)
         error: BaseException | None = None
         result = None
         try:
@@ -244,6 +254,8 @@ class GpuWatchMagics(Magics):
             print(f"gpuwatch: could not summarise ({type(exc).__name__}: {exc})", file=sys.stderr)
         finally:
             gpm.release()
+        if profiler is not None:
+            show_profile(self.shell, profiler, trace, _in_kernel(self.shell))
         if error is not None:
             raise error
         return result
