@@ -13,6 +13,7 @@ from typing import Any
 from ..profiling.cell_profile import CellProfile
 from ..profiling.result import ProfileError
 from ..runs.gpu_trace import GpuTrace
+from ..widgets.header_css import HEADER_CSS
 
 
 def cell_profile(wanted: bool) -> CellProfile | None:
@@ -39,6 +40,8 @@ def show_profile(shell: Any, profiler: CellProfile, trace: GpuTrace, in_kernel: 
     if in_kernel:
         from IPython.display import display
 
-        display({"text/plain": text, "text/html": profile.html()}, raw=True)
+        # the monitor's header classes, so the result reads like the summary above it
+        html = f'<style>{HEADER_CSS}</style><div class="gpuw-h">{profile.html()}</div>'
+        display({"text/plain": text, "text/html": html}, raw=True)
     else:
         print(text)
