@@ -9,7 +9,7 @@ from typing import Any
 from ._version import __version__
 
 __all__ = ["GpuDashboard", "PickGpusError", "RunFileError", "TrainingMonitor", "__version__", "analyze_trace",
-           "launch", "pick_gpus"]
+           "free_gpu_memory", "launch", "pick_gpus"]
 
 # name -> module that defines it, imported lazily by __getattr__
 _LAZY = {
@@ -20,6 +20,7 @@ _LAZY = {
     "PickGpusError": "gpu_widgets.pick",  # what pick_gpus() raises when it cannot choose
     "launch": "gpu_widgets.monitor.launcher",  # a torchrun job started from a notebook, followed there
     "analyze_trace": "gpu_widgets.profiling",  # why the GPU is not busy, from a torch.profiler trace
+    "free_gpu_memory": "gpu_widgets.memory.freeing",  # what a failed cell keeps, given back
 }
 
 
@@ -39,7 +40,7 @@ def __dir__() -> list[str]:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext gpu_widgets``: registers ``%gpuwatch`` / ``%%gpuwatch``."""
+    """``%load_ext gpu_widgets``: registers ``%gpuwatch`` / ``%%gpuwatch`` and ``%gpu_free``."""
     from .magic import load_ipython_extension as load
 
     load(ipython)

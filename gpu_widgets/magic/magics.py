@@ -4,6 +4,8 @@
         show a live GPU dashboard (replaces the previous one)
     %gpuwatch stop
         stop the live dashboard
+    %gpu_free
+        give back the memory a failed cell keeps (gpu_widgets.free_gpu_memory())
     %%gpuwatch [--interval SECONDS] [--gpus auto|all|0,1] [--window SECONDS] [--quiet] [--profile]
         run the cell while watching the GPUs, then print what they did (--profile: and why the
         GPU is not busy, from torch.profiler)
@@ -23,7 +25,7 @@ from collections import deque
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 
 from ..sampling.sampler import MIN_INTERVAL_S, get_sampler
@@ -160,6 +162,21 @@ class GpuWatchMagics(Magics):
             raise UsageError(f"'{args.action}' is for the line magic: %gpuwatch {args.action}\n\n{_help(parser)}")
         return self._cell(args, cell)
     # (--profile on the line magic is refused in _line: a profile needs a cell to run)
+
+    @line_magic
+    def gpu_free(self, line: str = "") -> Any:
+        """%gpu_free: give back the memory a failed cell keeps (gpu_widgets.free_gpu_memory())."""
+        if line.strip():
+            raise UsageError(f"%gpu_free takes no options, got {line.strip()!r}")
+        from ..memory.freeing import free_gpu_memory
+
+        report = free_gpu_memory(self.shell)
+        if _in_kernel(self.shell):
+            from IPython.display import display
+
+            display({"text/plain": str(report), "text/html": report._repr_html_()}, raw=True)
+        else:
+            print(report)
 
     # -- %gpuwatch ------------------------------------------------------------------------------
     def _stop_dashboard(self) -> bool:
