@@ -32,6 +32,7 @@ from ..sampling.sampler import MIN_INTERVAL_S, get_sampler
 from ..sampling.snapshot import aged, with_status
 from ..sampling.stall import STALE
 from ..widgets import leases
+from . import oom_hook
 from .cell_profiling import cell_profile, show_profile
 from .summary import summarize, summary_html
 from ..widgets.dashboard import MAX_WINDOW_S, GpuDashboard, wait_for_gpm
@@ -324,9 +325,11 @@ class GpuWatchMagics(Magics):
 
 def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(GpuWatchMagics)
+    oom_hook.register(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
+    oom_hook.unregister(ipython)
     if GpuWatchMagics.dashboard is not None:
         GpuWatchMagics.dashboard.stop()
         GpuWatchMagics.dashboard = None

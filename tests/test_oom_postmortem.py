@@ -1,0 +1,143 @@
+"""The out-of-memory post-mortem: its facts and cause from PyTorch's message, NVML's processes and
+the allocator; other users' processes kept private; and, in a real kernel on the fake NVML with
+another process holding memory on the GPU, the cell's output after a constructed OOM, the error
+itself reaching the user unchanged."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpu_widgets.memory.postmortem import is_oom, post_mortem  # noqa: E402
+
+GIB, MIB = 1 << 30, 1 << 20
+MESSAGE = ("CUDA out of memory. Tried to allocate 4.00 GiB. GPU {gpu} has a total capacity of 79.19 GiB of which "
+           "1.00 GiB is free. Of the allocated memory {alloc} GiB is allocated by PyTorch, and {unalloc} GiB is "
+           "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
+
+
+def oom(gpu: int = 0, alloc: str = "44.00", unalloc: str = "1.00") -> BaseException:
+    return torch.OutOfMemoryError(MESSAGE.format(gpu=gpu, alloc=alloc, unalloc=unalloc))
+
+
+def snapshot(procs: list[dict], index: int = 0, visible: list[int] | None = None) -> dict:
+    return {"cuda_visible_devices": visible, "devices": [{"index": index, "processes": procs}]}
+
+
+def test_another_process_holding_the_gpu_is_the_cause_and_other_users_stay_private():
+    procs = [{"pid": 4242, "used_memory_bytes": 30 * GIB, "uid": os.getuid(), "name": "python",
+              "command": "python -m ipykernel_launcher -f /run/jupyter/kernel-1a2b3c4d-9999.json"},
+             {"pid": 77, "used_memory_bytes": 2 * GIB, "uid": os.getuid() + 1, "name": "secret", "command": "secret"},
+             {"pid": os.getpid(), "used_memory_bytes": 45 * GIB, "uid": os.getuid(), "name": "me"}]
+    pm = post_mortem(oom(), snapshot(procs))
+    assert pm.cause == "Jupyter kernel 1a2b3c4d (pid 4242) holds 30.00 GiB of GPU 0; with the others, 32.00 GiB"
+    assert pm.facts["requested_bytes"] == 4 * GIB and pm.facts["free_bytes"] == GIB
+    assert pm.facts["total_bytes"] == round(79.19 * GIB) and pm.facts["allocated_bytes"] == 44 * GIB
+    # this process is not one of the others; the other user's process is pid and memory only
+    assert pm.facts["others"] == [
+        {"pid": 4242, "used_memory_bytes": 30 * GIB, "name": "python", "notebook": "Jupyter kernel 1a2b3c4d"},
+        {"pid": 77, "used_memory_bytes": 2 * GIB}]
+    text = pm.text()
+    assert "GPU 0: asked for 4.00 GiB, 1.00 GiB was free of 79.19 GiB." in text
+    assert "pid 77 · another user's process (details hidden) · 2.00 GiB" in text and "secret" not in text
+    assert "secret" not in pm.html() and "Out of GPU memory" in pm.html()
+
+
+def test_cuda_numbers_the_gpus_it_sees_and_nvml_all_of_them():
+    procs = [{"pid": 4242, "used_memory_bytes": 40 * GIB, "uid": os.getuid(), "name": "python"}]
+    pm = post_mortem(oom(gpu=1), snapshot(procs, index=3, visible=[2, 3]))  # cuda:1 is NVML GPU 3
+    assert pm.facts["nvml_index"] == 3 and pm.facts["others"][0]["pid"] == 4242
+    assert "(pid 4242, python) holds 40.00 GiB of GPU 1" in pm.cause
+
+
+def test_fragmentation_when_the_reserved_but_unallocated_memory_would_have_held_the_request():
+    pm = post_mortem(oom(alloc="60.00", unalloc="12.00"), snapshot([]))
+    assert pm.cause.startswith("fragmentation: 12.00 GiB is reserved by PyTorch but unallocated")
+    assert any("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in line for line in pm.lines)
+
+
+def test_its_own_tensors_and_the_batch_that_would_have_fit():
+    pm = post_mortem(oom(alloc="74.00"), snapshot([]), batch_size=64, fixed_bytes=10 * GIB)
+    # capacity 74 + 1 + 1 GiB, less a 10 % margin and the 10 GiB fixed: 58.1 GiB; 68 GiB per 64 samples
+    assert pm.fits_batch == 54
+    assert pm.cause == ("this process's own tensors fill the GPU: what this step needed does not fit; "
+                        "the batch that fits is about 54 (it was 64)")
+
+
+def test_a_message_in_no_known_form_still_gives_the_rest():
+    procs = [{"pid": 4242, "used_memory_bytes": 30 * GIB, "uid": os.getuid(), "name": "python"}]
+    pm = post_mortem(torch.OutOfMemoryError("out of memory"), snapshot(procs))
+    assert pm.facts["requested_bytes"] is None and pm.facts["gpu"] is None and pm.facts["others"] == []
+    assert pm.cause.startswith("this process's own tensors")
+    assert "the GPU: asked for unknown" in pm.text()
+    assert is_oom(torch.cuda.OutOfMemoryError("x")) and not is_oom(RuntimeError("CUDA out of memory"))
+
+
+KERNEL_CELLS = [
+    "%load_ext gpu_widgets",
+    textwrap.dedent("""
+        import torch
+        err = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "80.00 GiB of which 512.00 MiB is free. Of the allocated memory 40.00 GiB is allocated by PyTorch, and "
+            "1.00 GiB is reserved by PyTorch but unallocated.")
+        raise err
+    """),
+    "print(type(err).__name__, sys.last_value is err if 'sys' in dir() else __import__('sys').last_value is err)",
+]
+
+
+def run_kernel(env: dict, cells: list[str], cwd: str) -> list[list[dict]]:
+    jupyter_client = pytest.importorskip("jupyter_client")
+    km = jupyter_client.KernelManager(kernel_name="python3")
+    km.start_kernel(env=env, cwd=cwd)
+    try:
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        outputs = []
+        for code in cells:
+            msg_id = kc.execute(code)
+            got = []
+            while True:
+                msg = kc.get_iopub_msg(timeout=60)
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    break
+                got.append({"type": msg["msg_type"], **msg["content"]})
+            outputs.append(got)
+        kc.stop_channels()
+        return outputs
+    finally:
+        km.shutdown_kernel(now=True)
+        km.cleanup_resources()
+
+
+def test_in_a_real_kernel_the_cell_shows_the_post_mortem_after_its_error(fake_driver, tmp_path):
+    # Given another process holding 30 GiB of GPU 0 (a real process of ours, on the fake driver)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        fake_driver.write({"gpus": [{"memory_total": 80 * GIB, "memory_used": 75 * GIB, "procs": [(other.pid, 30 * GIB)]}]})
+        env = fake_driver.env(GPU_WIDGETS_BACKEND="nvml", GPU_WIDGETS_RUN_DIR=str(tmp_path / "runs"))
+        load, failed, after = run_kernel(env, KERNEL_CELLS, str(tmp_path))
+    finally:
+        other.kill()
+    # Then the error reached the user unchanged (IPython's own traceback, sys.last_value is it)
+    errors = [m for m in failed if m["type"] == "error"]
+    assert [e["ename"] for e in errors] == ["OutOfMemoryError"]
+    assert "OutOfMemoryError True" in "".join(m.get("text", "") for m in after)
+    # and after it the post-mortem: asked and free, the other process, the cause, the button
+    shown = [m for m in failed if m["type"] == "display_data"]
+    assert len(shown) == 1, failed
+    data = shown[0]["data"]
+    text = data["text/plain"]
+    assert f"another process (pid {other.pid}, python) holds 30.00 GiB of GPU 0" in text
+    assert "GPU 0: asked for 2.00 GiB, 512 MiB was free of 80.00 GiB." in text
+    assert "application/vnd.jupyter.widget-view+json" in data and "Out of GPU memory" in data["text/html"]
+    assert failed.index(errors[0]) < failed.index(shown[0])  # after the traceback
