@@ -9,7 +9,7 @@ from typing import Any
 from ._version import __version__
 
 __all__ = ["GpuDashboard", "PickGpusError", "RunFileError", "TrainingMonitor", "__version__", "analyze_trace",
-           "free_gpu_memory", "launch", "pick_gpus"]
+           "free_gpu_memory", "launch", "pick_gpus", "show_memory_snapshot"]
 
 # name -> module that defines it, imported lazily by __getattr__
 _LAZY = {
@@ -21,6 +21,7 @@ _LAZY = {
     "launch": "gpu_widgets.monitor.launcher",  # a torchrun job started from a notebook, followed there
     "analyze_trace": "gpu_widgets.profiling",  # why the GPU is not busy, from a torch.profiler trace
     "free_gpu_memory": "gpu_widgets.memory.freeing",  # what a failed cell keeps, given back
+    "show_memory_snapshot": "gpu_widgets.memory.snapshot_view",  # where the memory went, drawn offline
 }
 
 
