@@ -1,16 +1,20 @@
 """From a profiler trace (and the NVML samples of the same window) to one verdict.
 
-The profiled steps are the trace's ``ProfilerStep#N`` spans (``prof.step()``), else the span of
-its host events as one step. Each instant of those steps is given to the first of: waiting for
-data (the DataLoader's ``enumerate(DataLoader)#...__next__`` spans, or the monitor's own data
-wait), GPU kernels, host-device copies, host synchronisations (with the GPU idle), CPU ops (ops,
-CUDA runtime calls: dispatch, and on a CPU the ops' own work), idle gaps (Python between ops,
-sleeping). The shares of these sum to 1 (``breakdown``). The verdicts are tried in the order of
+The profiled steps are the trace's host ``ProfilerStep#N`` spans (``prof.step()``; the copies
+Kineto draws on the GPU's timeline are not steps), else the span of its host events as one step.
+Each instant of those steps is given to the first of PRIORITY: GPU kernels, host-device copies
+(the GPU is busy: nothing the host does then costs time), waiting for data (the DataLoader's
+``enumerate(DataLoader)#...__next__`` spans, or the monitor's own data wait), host
+synchronisations (with the GPU idle), CPU ops (ops, CUDA runtime calls: dispatch, and on a CPU
+the ops' own work), idle gaps (Python between ops, sleeping). The shares of these sum to 1
+(``breakdown``, keyed in BREAKDOWN's order). The verdicts are tried in the order of
 VERDICTS (the first that holds wins), with the thresholds below; docs/profile.md explains each.
 """
 from __future__ import annotations
 
+import bisect
 import re
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -23,6 +27,8 @@ STEP_PREFIX = "ProfilerStep#"
 LOADER_PREFIX = "enumerate(DataLoader)#"
 GPU_KERNEL, GPU_COPY = frozenset({"kernel"}), frozenset({"gpu_memcpy", "gpu_memset"})
 HOST_WORK = frozenset({"cpu_op", "cuda_runtime", "cuda_driver", "user_annotation"})
+STEP_CATS = frozenset({"user_annotation", "cpu_op"})  # older torch wrote ProfilerStep#N as a cpu_op
+PRIORITY = ("gpu_kernels", "copies", "data_wait", "syncs", "cpu_ops")  # the rest is "idle"
 SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
                         "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuMemcpyDtoH_v2"})
 SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
@@ -48,8 +54,12 @@ _LOW_PRECISION = re.compile(r"tf32|bf16|fp16|f16|h\d*gemm|hgemm|s1688|s16816|ten
 def analyze(trace: Trace, *, data_wait_s: float | None = None,
             gpu_rows: Iterable[Mapping[str, Any]] = ()) -> Profile:
     events = trace.events
-    steps = [(e.ts, e.end) for e in events if e.name.startswith(STEP_PREFIX) and e.dur > 0]
+    marked = [e for e in events if e.cat in STEP_CATS and e.name.startswith(STEP_PREFIX)]
+    steps = [(e.ts, e.end) for e in marked if e.dur > 0]
     host = [e for e in events if e.cat in HOST_WORK or e.cat == "python_function"]
+    if marked and not steps:
+        raise ValueError(f"the trace's {len(marked)} ProfilerStep# span{'s' if len(marked) > 1 else ''} last no time: "
+                         "profile at least one whole step")
     if not steps:
         if not host:
             raise ValueError("the trace has no host events and no ProfilerStep#: nothing was profiled")
@@ -62,25 +72,27 @@ def analyze(trace: Trace, *, data_wait_s: float | None = None,
     kernels = [e for e in events if e.cat in GPU_KERNEL]
     copies = [e for e in events if e.cat in GPU_COPY]
     gpu = bool(kernels or copies)
+    syncs = _syncs(host, copies, gpu)
     spans = {
         "data_wait": iv.union((e.ts, e.end) for e in host if e.name.startswith(LOADER_PREFIX)),
         "gpu_kernels": iv.union((e.ts, e.end) for e in kernels),
         "copies": iv.union((e.ts, e.end) for e in copies),
-        "syncs": iv.union((e.ts, e.end) for e in _syncs(host, gpu)),
+        "syncs": iv.union((e.ts, e.end) for e in syncs),
         "cpu_ops": iv.union((e.ts, e.end) for e in host if e.cat in HOST_WORK and not _marker(e)),
     }
-    breakdown, left = {}, windows
-    for name in BREAKDOWN[:-1]:
+    shares, left = {}, windows
+    for name in PRIORITY:
         part = iv.intersect(left, spans[name])
-        breakdown[name] = iv.total(part) / wall
+        shares[name] = iv.total(part) / wall
         left = iv.subtract(left, part)
-    breakdown["idle"] = iv.total(left) / wall
+    shares["idle"] = iv.total(left) / wall
+    breakdown = {k: shares[k] for k in BREAKDOWN}
     if data_wait_s is not None and data_wait_s > 0 and not spans["data_wait"]:
         _use_wait(breakdown, min(1.0, data_wait_s * 1e6 / wall))  # a loop without a DataLoader: the monitor's wait
 
     ev: dict[str, Any] = {"steps": n, "step_ms": wall / n / 1000, "gpu_activity": gpu,
                           "data_wait_share": breakdown["data_wait"]}
-    ev.update(_sync_evidence(host, kernels + copies, windows, gpu, n, wall))
+    ev.update(_sync_evidence(syncs, host, kernels + copies, windows, n, wall))
     ev.update(_copy_evidence(copies, spans["gpu_kernels"], breakdown))
     ev.update(_launch_evidence(host, kernels, windows, n))
     ev.update(_fp32_evidence(kernels, trace.devices))
@@ -91,78 +103,109 @@ def analyze(trace: Trace, *, data_wait_s: float | None = None,
 
 
 def _marker(e: Event) -> bool:
-    return e.cat == "user_annotation" and (e.name.startswith(STEP_PREFIX) or e.name.startswith(LOADER_PREFIX))
+    return e.cat in STEP_CATS and (e.name.startswith(STEP_PREFIX) or e.name.startswith(LOADER_PREFIX))
 
 
-def _syncs(host: list[Event], gpu: bool) -> list[Event]:
-    """Host calls that wait for the GPU (an ``.item()`` on a CPU tensor waits for nothing)."""
+def _syncs(host: list[Event], copies: list[Event], gpu: bool) -> list[Event]:
+    """Host calls that wait for the GPU: the runtime's synchronising calls, else (a trace without
+    runtime events) the outermost ``.item()`` ops a device-to-host copy ran inside (an ``.item()``
+    on a CPU tensor waits for nothing)."""
     if not gpu:
         return []
-    return [e for e in host if (e.cat in ("cuda_runtime", "cuda_driver") and e.name in SYNC_CALLS)
-            or (e.cat == "cpu_op" and e.name in SYNC_OPS)]
+    calls = [e for e in host if e.cat in ("cuda_runtime", "cuda_driver") and e.name in SYNC_CALLS]
+    if calls:
+        return calls
+    d2h = iv.union((e.ts, e.end) for e in copies if "DtoH" in e.name)
+    items = _outermost([e for e in host if e.cat == "cpu_op" and e.name in SYNC_OPS])
+    return [e for e in items if iv.intersect([(e.ts, e.end)], _near(d2h, e.ts, e.end))]
+
+
+def _near(spans: iv.Spans, a: float, b: float) -> iv.Spans:
+    """The spans of a sorted disjoint list that may meet [a, b] (a bisect, not a scan)."""
+    k = bisect.bisect_left(spans, (a, float("-inf")))
+    return spans[max(0, k - 1):bisect.bisect_right(spans, (b, float("inf")))]
 
 
 def _use_wait(breakdown: dict[str, float], share: float) -> None:
-    """The monitor measured a data wait the trace cannot see: it takes its share from the rest."""
-    rest = 1.0 - breakdown["data_wait"]
-    scale = max(0.0, rest - share) / rest if rest > 0 else 0.0
-    for k in breakdown:
-        if k != "data_wait":
-            breakdown[k] *= scale
-    breakdown["data_wait"] = 1.0 - sum(v for k, v in breakdown.items() if k != "data_wait")
+    """The monitor measured a data wait the trace cannot see: it takes its share from the host's
+    parts (syncs, CPU ops, idle), never from the GPU's (a wait the GPU's work hid cost nothing)."""
+    host = ("syncs", "cpu_ops", "idle")
+    room = sum(breakdown[k] for k in host)
+    take = min(share, room)
+    for k in host:
+        breakdown[k] *= (room - take) / room if room > 0 else 0.0
+    breakdown["data_wait"] += take
 
 
 def _in(windows: iv.Spans, t: float) -> tuple[float, float] | None:
-    for a, b in windows:
-        if a <= t <= b:
-            return a, b
-    return None
+    k = bisect.bisect_right(windows, (t, float("inf"))) - 1
+    return windows[k] if k >= 0 and windows[k][0] <= t <= windows[k][1] else None
 
 
-def _sync_evidence(host: list[Event], gpu_events: list[Event], windows: iv.Spans, gpu: bool, n: int,
+def _sync_evidence(syncs: list[Event], host: list[Event], gpu_events: list[Event], windows: iv.Spans, n: int,
                    wall: float) -> dict[str, Any]:
-    syncs = [e for e in _syncs(host, gpu) if _in(windows, e.ts)]
-    calls = [e for e in syncs if e.cat != "cpu_op"] or syncs  # item() holds its runtime call: count one
+    calls = [e for e in syncs if _in(windows, e.ts)]
     if not calls:
         return {"syncs_per_step": 0.0, "gpu_idle_after_sync_share": 0.0, "sync_op": None, "sync_frame": None}
-    starts = sorted(e.ts for e in gpu_events)
+    busy = iv.union((e.ts, e.end) for e in gpu_events)
+    starts = [a for a, _ in busy]
     idle = []
-    import bisect
-    for e in calls:
+    for e in calls:  # from the sync's end to the GPU's next work (none while a kernel still runs)
         window = _in(windows, e.ts)
         assert window is not None
-        k = bisect.bisect_left(starts, e.end)
-        nxt = starts[k] if k < len(starts) else window[1]
-        idle.append((e.end, min(nxt, window[1])))
-    op, frame = _named(calls[:200], host)
+        k = bisect.bisect_right(starts, e.end)
+        if k and busy[k - 1][1] > e.end:
+            continue
+        idle.append((e.end, min(starts[k] if k < len(starts) else window[1], window[1])))
+    op, frame = _named(calls, host)
     return {"syncs_per_step": len(calls) / n, "gpu_idle_after_sync_share": iv.total(iv.union(idle)) / wall,
             "sync_op": op, "sync_frame": frame}
 
 
 def _named(calls: list[Event], host: list[Event]) -> tuple[str | None, str | None]:
-    """The op (outermost enclosing aten op) and the user's frame (innermost python_function of a
-    file outside torch) most of the syncs were made in."""
+    """The op (outermost enclosing aten op) and the user's frame (innermost python_function of the
+    user's code, else of a library outside torch) most of the syncs were made in: one sweep a
+    thread, a stack of the open events."""
+    wanted = {id(e) for e in calls}
     by_thread: dict[Any, list[Event]] = defaultdict(list)
     for e in host:
-        if e.cat in ("cpu_op", "python_function"):
+        if e.cat in ("cpu_op", "python_function") or id(e) in wanted:
             by_thread[(e.pid, e.tid)].append(e)
     ops, frames = Counter(), Counter()
-    for s in calls:
-        around = [e for e in by_thread.get((s.pid, s.tid), ()) if e.ts <= s.ts and e.end >= s.end and e is not s]
-        aten = [e for e in around if e.cat == "cpu_op"]
-        ops[min(aten, key=lambda e: e.ts).name if aten else s.name] += 1
-        user = [e for e in around if e.cat == "python_function" and _user_frame(e.name)]
-        if user:
-            frames[max(user, key=lambda e: e.ts).name] += 1
+    for evs in by_thread.values():
+        stack: list[Event] = []
+        for e in sorted(evs, key=lambda e: (e.ts, -e.dur)):
+            while stack and stack[-1].end <= e.ts:
+                stack.pop()
+            if id(e) in wanted:
+                aten = [a for a in stack if a.cat == "cpu_op"]
+                ops[aten[0].name if aten else e.name] += 1
+                ranked = [(_frame_rank(f.name), i) for i, f in enumerate(stack) if f.cat == "python_function"]
+                ranked = [r for r in ranked if r[0] > 0]
+                if ranked:
+                    frames[stack[max(ranked)[1]].name] += 1
+            stack.append(e)
     return (ops.most_common(1)[0][0] if ops else None), (frames.most_common(1)[0][0] if frames else None)
 
 
-def _user_frame(name: str) -> bool:
+_LIBRARIES = ("site-packages/", "dist-packages/", "gpu_widgets/", "lightning/", "transformers/",
+              "accelerate/", "keras/")
+
+
+def _frame_rank(name: str) -> int:
+    """2: the user's own code; 1: the standard library or a training framework; 0: torch itself,
+    built-ins and frozen modules (a frame named "file.py(line): function", its file relative to the
+    sys.path entry it came from, as torch.profiler writes it)."""
     m = _FRAME.match(name)
     if m is None:
-        return False
+        return 0
     path = m.group("file").replace("\\", "/")
-    return not any(part in path for part in ("/torch/", "site-packages/", "dist-packages/", "gpu_widgets/"))
+    if path.startswith("torch/") or "/torch/" in path or "gpu_widgets/" in path:
+        return 0
+    top = path.lstrip("/").split("/")[0].removesuffix(".py")
+    if any(part in path for part in _LIBRARIES) or (path == path.lstrip("/") and top in sys.stdlib_module_names):
+        return 1
+    return 2
 
 
 def _copy_evidence(copies: list[Event], kernel_spans: iv.Spans, breakdown: dict[str, float]) -> dict[str, Any]:
@@ -175,7 +218,7 @@ def _copy_evidence(copies: list[Event], kernel_spans: iv.Spans, breakdown: dict[
 
 
 def _launch_evidence(host: list[Event], kernels: list[Event], windows: iv.Spans, n: int) -> dict[str, Any]:
-    top = [e for e in _outermost([e for e in host if e.cat == "cpu_op"]) if _in(windows, e.ts)]
+    top = [e for e in _outermost([e for e in host if e.cat == "cpu_op" and not _marker(e)]) if _in(windows, e.ts)]
     in_steps = [e for e in kernels if _in(windows, e.ts)]
     return {"ops_per_step": len(top) / n,
             "op_mean_us": sum(e.dur for e in top) / len(top) if top else None,
@@ -200,9 +243,12 @@ def _outermost(ops: list[Event]) -> list[Event]:
 
 def _fp32_evidence(kernels: list[Event], devices: list[dict[str, Any]]) -> dict[str, Any]:
     majors = [d.get("computeMajor") for d in devices if isinstance(d.get("computeMajor"), int)]
-    total = sum(e.dur for e in kernels)
-    fp32 = sum(e.dur for e in kernels if _FP32_GEMM.search(e.name) and not _LOW_PRECISION.search(e.name))
-    return {"tensor_cores": (max(majors) >= 7) if majors else None,
+    by_name: dict[str, float] = defaultdict(float)
+    for e in kernels:  # a few distinct names among many kernels: each name matched once
+        by_name[e.name] += e.dur
+    total = sum(by_name.values())
+    fp32 = sum(d for name, d in by_name.items() if _FP32_GEMM.search(name) and not _LOW_PRECISION.search(name))
+    return {"tensor_cores": (max(majors) >= 7) if majors else None, "compute_major": max(majors) if majors else None,
             "fp32_matmul_share": fp32 / total if total else 0.0}
 
 
@@ -256,10 +302,14 @@ def _verdict(ev: dict[str, Any], b: dict[str, float]) -> tuple[str, str]:
     ta = ev["tensor_active_percent"]
     if ev["tensor_cores"] and ev["fp32_matmul_share"] >= FP32_SHARE and (ta is None or ta < TENSOR_LOW):
         seen = f", tensor activity {ta:.0f} %" if ta is not None else ""
+        if ev["compute_major"] >= 8:  # Ampere on: bf16 and TF32
+            how = ("use torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16), or allow TF32 "
+                   "(torch.backends.cuda.matmul.allow_tf32 = True)")
+        else:  # Volta, Turing: tensor cores take fp16 only
+            how = "use torch.autocast(device_type=\"cuda\", dtype=torch.float16) with a torch.amp.GradScaler"
         return "fp32-matmul", (
             f"{ev['fp32_matmul_share']:.0%} of the GPU's kernel time is fp32 matrix multiplies on a GPU with tensor "
-            f"cores{seen}: they sit idle; use torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16), or allow "
-            "TF32 (torch.backends.cuda.matmul.allow_tf32 = True)")
+            f"cores{seen}: they sit idle; {how}")
     if ev["gpu_activity"]:
         return "compute-bound", (
             f"The GPU runs kernels {b['gpu_kernels']:.0%} of each step and no input, sync, copy or launch overhead "
@@ -270,6 +320,10 @@ def _verdict(ev: dict[str, Any], b: dict[str, float]) -> tuple[str, str]:
 
 
 def _nvml_note(ev: dict[str, Any]) -> str:
+    """What NVML saw over the same steps, where it bears on the verdict: only when the trace has
+    GPU work (a loop on the CPU is not slowed by the clocks of GPUs it does not use)."""
+    if not ev.get("gpu_activity"):
+        return ""
     notes = []
     cap = ev.get("power_cap_share")
     if cap is not None and cap >= POWER_CAP_NOTE:
@@ -286,7 +340,7 @@ def _top_ops(host: list[Event], kernels: list[Event], windows: iv.Spans, n: int)
     counts: Counter = Counter()
     by_thread: dict[Any, list[Event]] = defaultdict(list)
     for e in host:
-        if e.cat == "cpu_op" and _in(windows, e.ts):
+        if e.cat == "cpu_op" and not _marker(e) and _in(windows, e.ts):
             by_thread[(e.pid, e.tid)].append(e)
     for evs in by_thread.values():
         stack: list[list[Any]] = []  # [event, children's time]

@@ -12,6 +12,7 @@ import gzip
 import json
 import math
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,12 @@ class Trace:
 
 def read_trace(path: str | os.PathLike) -> Trace:
     p = Path(path).expanduser()
+    if p.is_dir():
+        found = sorted(p.glob("*.pt.trace.json*"), key=lambda f: f.stat().st_mtime)
+        hint = f" (the latest trace in it: {found[-1].name})" if found else " (no *.pt.trace.json file in it)"
+        raise IsADirectoryError(f"{p} is a directory, not a trace file: pass one of its trace files{hint}")
     if not p.is_file():
-        raise FileNotFoundError(f"no such trace file: {p}" if not p.exists() else f"{p} is not a file")
+        raise FileNotFoundError(f"no such trace file: {p}" if not p.exists() else f"{p} is not a regular file")
     data = _read_bytes(p)
     try:
         doc = json.loads(data)
@@ -68,11 +73,15 @@ def _read_bytes(p: Path) -> bytes:
         stream = gzip.GzipFile(fileobj=f) if head == b"\x1f\x8b" else f
         try:
             data = stream.read(MAX_BYTES + 1)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise TraceError(f"{p}: not a profiler trace (a damaged gzip file: {exc})") from None
     if len(data) > MAX_BYTES:
-        raise TraceError(f"{p}: over {MAX_BYTES >> 20} MiB of JSON; profile fewer steps")
+        raise TraceError(f"{p}: over {_size(MAX_BYTES)} of JSON; profile fewer steps")
     return data
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n:,} bytes"
 
 
 def parse_trace(doc: Any, where: str = "trace") -> Trace:
@@ -83,15 +92,22 @@ def parse_trace(doc: Any, where: str = "trace") -> Trace:
                          "export_chrome_trace writes one)")
     if len(raw) > MAX_EVENTS:
         raise TraceError(f"{where}: {len(raw):,} events, more than {MAX_EVENTS:,}; profile fewer steps")
-    events, skipped = [], 0
+    events, skipped, entries = [], 0, 0
     for e in raw:
-        if not isinstance(e, dict) or e.get("ph") != "X":
+        if not isinstance(e, dict) or not isinstance(e.get("ph"), str):
+            skipped += 1  # not a trace event at all
             continue
+        entries += 1
+        if e["ph"] != "X":
+            continue  # metadata, flows, instants: nothing the analysis reads
         ev = _event(e)
         if ev is None:
             skipped += 1
         else:
             events.append(ev)
+    if raw and not entries:
+        raise TraceError(f"{where}: not a profiler trace (none of its {len(raw):,} entries is a trace event "
+                         "with a \"ph\" phase)")
     devices = doc.get("deviceProperties") if isinstance(doc, dict) else None
     devices = [d for d in devices if isinstance(d, dict)][:64] if isinstance(devices, list) else []
     return Trace(events, devices, skipped)
