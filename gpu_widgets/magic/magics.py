@@ -6,9 +6,9 @@
         stop the live dashboard
     %gpu_free
         give back the memory a failed cell keeps (gpu_widgets.free_gpu_memory())
-    %%gpuwatch [--interval SECONDS] [--gpus auto|all|0,1] [--window SECONDS] [--quiet] [--profile]
+    %%gpuwatch [--interval SECONDS] [--gpus auto|all|0,1] [--window SECONDS] [--quiet] [--profile] [--memory]
         run the cell while watching the GPUs, then print what they did (--profile: and why the
-        GPU is not busy, from torch.profiler)
+        GPU is not busy, from torch.profiler; --memory: and where the GPU memory went)
 
 The options are declared with IPython's ``magic_arguments``: ``%gpuwatch?`` and ``%gpuwatch --help``
 show them. Bad options print the usage and change nothing (an IPython UsageError: no traceback).
@@ -33,7 +33,7 @@ from ..sampling.snapshot import aged, with_status
 from ..sampling.stall import STALE
 from ..widgets import leases
 from . import oom_hook
-from .cell_profiling import cell_profile, show_profile
+from .cell_profiling import cell_profile, cell_recording, show_profile, show_recording
 from .summary import summarize, summary_html
 from ..widgets.dashboard import MAX_WINDOW_S, GpuDashboard, wait_for_gpm
 from ..runs.gpu_trace import GpuTrace
@@ -47,6 +47,7 @@ examples:
   %gpuwatch stop
   %%gpuwatch --interval 0.5      (first line of a cell) run the cell, then print a GPU summary
   %%gpuwatch --profile           the same, and a profile that says why the GPU is not busy
+  %%gpuwatch --memory            the same, and where the GPU memory went (PyTorch's allocator)
 """
 
 
@@ -136,6 +137,9 @@ class GpuWatchMagics(Magics):
     @argument("--gpus", type=_gpus, default="auto", metavar="auto|all|0,1",
               help="which GPUs: the ones this kernel uses (auto, default), all, or NVML indices")
     @argument("--quiet", action="store_true", help="%%%%gpuwatch: no live charts, only the summary")
+    @argument("--memory", action="store_true",
+              help="%%%%gpuwatch: record PyTorch's CUDA allocator while the cell runs and show where the memory "
+                   "went (the allocation sites alive at the peak)")
     @argument("--profile", action="store_true",
               help="%%%%gpuwatch: profile the cell with torch.profiler and say why the GPU is not busy "
                    "(each step of a TrainingMonitor's loop in it, else the whole cell as one step)")
@@ -188,8 +192,9 @@ class GpuWatchMagics(Magics):
         return True
 
     def _line(self, args: argparse.Namespace) -> None:
-        if args.profile:
-            raise UsageError("--profile is for the cell magic: put %%gpuwatch --profile on a cell's first line")
+        for flag in ("profile", "memory"):
+            if getattr(args, flag):
+                raise UsageError(f"--{flag} is for the cell magic: put %%gpuwatch --{flag} on a cell's first line")
         if args.action == "stop":
             print("gpuwatch: live dashboard stopped" if self._stop_dashboard() else "gpuwatch: no live dashboard to stop")
             return
@@ -258,6 +263,7 @@ class GpuWatchMagics(Magics):
                                          display=True)
                 except Exception as exc:  # the cell runs whatever happens to the charts
                     print(f"gpuwatch: no live charts ({type(exc).__name__}: {exc})", file=sys.stderr)
+        recording = cell_recording(args.memory)
         profiler = cell_profile(args.profile)
         error: BaseException | None = None
         result = None
@@ -274,6 +280,8 @@ class GpuWatchMagics(Magics):
             gpm.release()
         if profiler is not None:
             show_profile(self.shell, profiler, trace, _in_kernel(self.shell))
+        if recording is not None:
+            show_recording(self.shell, recording, _in_kernel(self.shell))
         if error is not None:
             raise error
         return result
