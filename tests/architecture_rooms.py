@@ -202,7 +202,8 @@ FINER_RULES = [
               "gpu_widgets.magic", ("gpu_widgets.cli",), still_allowed=("gpu_widgets.cli.render",)),
     FinerRule("frameworks-only-in-integrations",
               "a training framework (torch, lightning, transformers, keras) is imported only in integrations/ "
-              "(and torch, lazily, in parallel/ and profiling/)",
+              "(and torch, lazily, in parallel/, profiling/ and memory/recording.py)",
               "gpu_widgets", ("torch", "lightning", "pytorch_lightning", "transformers", "keras"),
-              exempt=("gpu_widgets.integrations", "gpu_widgets.parallel", "gpu_widgets.profiling")),
+              exempt=("gpu_widgets.integrations", "gpu_widgets.parallel", "gpu_widgets.profiling",
+                      "gpu_widgets.memory.recording")),
 ]

@@ -79,3 +79,29 @@ def test_without_pytorch_the_profile_says_so(shared_simulated, capsys, monkeypat
 def test_the_line_magic_refuses_profile():
     with pytest.raises(UsageError, match="--profile is for the cell magic"):
         ip.run_line_magic("gpuwatch", "--profile")
+
+
+MONITORED = """
+import time, torch
+from gpu_widgets import TrainingMonitor
+class Slow(torch.utils.data.Dataset):
+    def __len__(self):
+        return 6
+    def __getitem__(self, i):
+        time.sleep(0.03)
+        return torch.ones(4)
+setup = torch.randn(256, 256) @ torch.randn(256, 256)  # before the loop: not one of its steps
+mon = TrainingMonitor("cell loop", display=False, run_log=False)
+for x in mon.track(torch.utils.data.DataLoader(Slow(), batch_size=1)):
+    mon.log(loss=float(x.sum()))
+mon.finish()
+"""
+
+
+def test_a_monitored_loop_in_the_cell_is_profiled_step_by_step(shared_simulated, capsys):
+    result = run("%%gpuwatch --quiet --profile\n" + MONITORED)
+    assert result.success, result.error_in_exec
+    profile = ip.user_ns["_gpuwatch_profile"]
+    # 6 batches: 7 marks less the setup before the first and the end after the last
+    assert profile.steps == 5 and profile.verdict == "input-bound", profile
+    assert not any(o["name"] == "aten::mm" for o in profile.top_ops), profile.top_ops  # the setup left out

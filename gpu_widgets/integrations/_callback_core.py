@@ -103,6 +103,7 @@ class MonitorFeed:
         self._add_samples: Any = None
         self._beat: Any = None  # the monitor's Heartbeat, from begin()
         self._timing: Any = None  # the monitor's RankTiming, from begin(): its forward timer
+        self._steps: Any = None  # the monitor's ProfileSlot, from begin(): each batch a profile's step
 
     @property
     def monitor(self) -> TrainingMonitor:
@@ -137,6 +138,9 @@ class MonitorFeed:
             except TypeError:  # not a torch module: its forward is not timed, training goes on
                 pass
         self._timing = mon.parts.timing
+        self._leave_steps()  # a run that never reached end(): its batch loop is over
+        self._steps = mon.parts.steps
+        self._steps.batch_loops += 1  # its log() calls are not profile steps: its batches are
         self._beat = self._timing.beat  # the rank's phase, for its heartbeat
         mon.__enter__()  # the run (its clock, GPU sampling, run log) starts with training, not at step 1
         # Every step passes here: the monitor's own recorders, without the checks its public
@@ -167,6 +171,9 @@ class MonitorFeed:
         if ended is not None and busy is not None and now >= ended:
             wait = now - ended
             self._add_wait(wait, wait + busy, ended)
+        steps = self._steps
+        if steps is not None and steps.wanted:
+            steps.batch()  # a profile's step ends as the next batch starts
 
     def forward_began(self, module: Any) -> None:
         """The framework calls the step's forward itself, where no module hook sees it (Lightning's
@@ -207,6 +214,7 @@ class MonitorFeed:
             return
         self.active = False
         _active.discard(self)
+        self._leave_steps()
         mon = self.monitor
         last = mon.step
         if step is not None and step >= 0 and (last is None or step > last) and mon.status == "running":
@@ -218,6 +226,11 @@ class MonitorFeed:
             mon.interrupt()
         else:
             mon.fail(error)
+
+    def _leave_steps(self) -> None:
+        if self._steps is not None:
+            self._steps.batch_loops -= 1
+            self._steps = None
 
     def announce(self) -> None:
         """Outside a notebook nothing is shown: one line says where the run log is, once per run."""

@@ -70,12 +70,14 @@ class StepTimes:
         self.forwards: deque[tuple[float, float]] = deque(maxlen=8192)  # (perf_counter, s) not binned yet
         self.counted_until = -math.inf  # perf_counter at the end of the last step binned
         self.forward_seen = False  # a forward was timed: bins say forward_s (0 is then a real 0)
+        self.waited = 0.0  # all steps' waits, summed: a profile's data wait is its window's difference
 
     def add(self, wait_s: float, step_s: float, at: float) -> None:
         """One step (the loop's thread): ``wait_s`` of its ``step_s`` spent waiting for data;
         ``at``: perf_counter when the wait began."""
         self.recent.append((wait_s, step_s))
         self.inbox.append((at, wait_s, step_s))
+        self.waited += wait_s
 
     @property
     def has_data(self) -> bool:
@@ -191,36 +193,52 @@ class TimedBatches:
     step is from one batch's arrival to the next one's; the wait is the time inside ``next()``.
     The loader's own exceptions pass through untouched."""
 
-    def __init__(self, iterable: Iterable[Any], times: StepTimes, beat: Any = None) -> None:
+    def __init__(self, iterable: Iterable[Any], times: StepTimes, beat: Any = None, steps: Any = None) -> None:
         self.iterable = iterable
         self.times = times
         self.beat = beat if beat is not None else _NoBeat()  # parallel.heartbeat.Heartbeat: the phase
+        self.steps = steps  # profiling_hooks.ProfileSlot: each batch is a profile's step boundary
 
     def __iter__(self) -> Iterator[Any]:
         clock, add, beat = time.perf_counter, self.times.add, self.beat
         batches = iter(self.iterable)
         last = None  # the first batch of an epoch is the loader starting up: not counted
-        while True:
-            began = clock()
-            beat.state = ("data", began)
-            try:
-                batch = next(batches)
-            except StopIteration:
-                beat.state = ("idle", clock())
-                return
-            got = clock()
-            beat.state = ("forward", got)  # it has its batch, its forward not done (hooks tell more)
-            beat.step_started = got
-            if last is not None:
-                add(got - began, got - last, began)
-            last = got
-            yield batch
+        steps = self.steps if self.steps is not None else _NoSteps()
+        steps.batch_loops += 1  # in a batch loop, log() is not a profile's step boundary
+        try:
+            while True:
+                began = clock()
+                beat.state = ("data", began)
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    beat.state = ("idle", clock())
+                    return
+                got = clock()
+                beat.state = ("forward", got)  # it has its batch, its forward not done (hooks tell more)
+                beat.step_started = got
+                if last is not None:
+                    add(got - began, got - last, began)
+                last = got
+                if steps.wanted:  # a step ends as the next batch arrives
+                    steps.batch()
+                yield batch
+        finally:
+            steps.batch_loops -= 1
 
 
 class _NoBeat:
     """A heartbeat nobody reads (no monitor gave one)."""
 
     __slots__ = ("state", "step_started")
+
+
+class _NoSteps:
+    """No profile counts these batches (no monitor gave a ProfileSlot)."""
+
+    session = None
+    wanted = False
+    batch_loops = 0
 
 
 def checked_wait(wait_s: Any, step_s: Any) -> tuple[float, float]:

@@ -63,4 +63,4 @@ class LoopHooks:
         return self._r.charts.waits.share()
 
     def _timed(self, iterable: Iterable[Any]) -> TimedBatches:
-        return TimedBatches(iterable, self._r.charts.waits, self._r.timing.beat)
+        return TimedBatches(iterable, self._r.charts.waits, self._r.timing.beat, self._r.steps)

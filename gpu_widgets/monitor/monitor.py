@@ -29,6 +29,7 @@ from .history_frame import history_frame
 from .loop_hooks import LoopHooks
 from .monitor_header import Progress
 from .monitor_run import MonitorRun
+from .profiling_hooks import ProfileHooks
 from .rank_timing import ModelHooks
 from ..widgets.process_gpus import check_choice
 from .run_recording import all_gpu_rows, run_root
@@ -41,7 +42,7 @@ MAX_REDRAW_HZ = 4.0
 DEFAULT_GPU_WINDOW_S = 3600.0
 
 
-class TrainingMonitor(LoopHooks, ModelHooks, WorldAttributes, CompareRuns):  # + note_*(), watch_model(); compare()
+class TrainingMonitor(LoopHooks, ModelHooks, ProfileHooks, WorldAttributes, CompareRuns):  # + profile(), compare()...
     """A live view of a training run: metrics you ``log()``, and the GPUs the loop uses.
 
     Parameters (all keyword-only except ``title``):
@@ -117,6 +118,8 @@ class TrainingMonitor(LoopHooks, ModelHooks, WorldAttributes, CompareRuns):  # +
         Any thread may call it: each call is one whole row. A loop that logs faster than the run
         log can be written (nothing but ``log()`` in it) waits here while the writer catches up.
         """
+        if self._r.steps.wanted:
+            self._r.steps.logged()  # a profile counts log() calls as steps (profiling_hooks)
         with self._log_lock:  # Records takes one appender at a time
             if self._logging:  # a signal handler interrupted log() on this thread: its row comes next
                 self._reentered.append((step, values))

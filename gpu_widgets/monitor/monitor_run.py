@@ -30,6 +30,7 @@ from ..widgets.drawable import short_title
 from ..widgets.final_output import static_bundle
 from .monitor_charts import MonitorCharts, PlotSpec, gpu_charts
 from .monitor_header import Progress, header_html, steps_done
+from .profiling_hooks import ProfileSlot
 from .rank_timing import RankTiming
 from ..widgets.process_gpus import Choice
 from .run_feed import DRAW_CPU_SHARE, RunFeed
@@ -68,6 +69,7 @@ class MonitorRun(RunFeed):
         self.timing = RankTiming(self.charts.waits, self.records, self.run.problem)  # model=, heartbeat
         self.writer.alerts = self.gpus.alerts  # and the alert episodes
         self.writer.facts = self.facts  # and, in run.json, what the run learns as it goes
+        self.steps = ProfileSlot(self.view)  # profile(): the loop's step boundaries, the result's place
         self.draw_due = 0.0
         self.cell_rows = -1
         self.display_handle: Any = None
@@ -128,6 +130,7 @@ class MonitorRun(RunFeed):
             self.tick(final=True, stopping=True)
             self.writer.close()
         run.guard("stopping", self.timing.stop, self.writer.run_dir)
+        run.guard("stopping the profile", self.steps.ended)  # one the run did not finish fails
         cell_hooks.unwatch(self)
         self.show_final()
 
@@ -222,6 +225,7 @@ class MonitorRun(RunFeed):
         lines = self.charts.lines(self.records, n, shown, self.run.t0, self.gpus.summarised())
         lines += self.gpus.alerts.lines(self.charts.gpu, shown, self.run.t0)
         self.view.update(self.header_html(), lines)
+        self.steps.show()  # a profile's status, or its result
 
     def header_html(self) -> str:
         return header_html(self.title, self.run, self.records, self.charts, self.gpus, self.progress,
@@ -245,7 +249,8 @@ class MonitorRun(RunFeed):
             has_data = self.records.size or len(self.trace)
             png = self.png.get(key, self.render_png if has_data else None, self.run.problem)
             if png is not None:
-                return static_bundle(self.view.header.value, png, repr(self), f"{short_title(self.title)}: charts")
+                head = self.view.header.value + self.steps.html_value()  # a profile's result under the header
+                return static_bundle(head, png, repr(self), f"{short_title(self.title)}: charts")
         bundle = self.view.widget._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = repr(self)
         return bundle
