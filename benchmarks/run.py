@@ -9,7 +9,8 @@
 Sections: sampler (CPU per sample), server (latency, loop lag, NVML calls under 1/10/100 pollers),
 training (slowdown of a real PyTorch loop, log() cost), payload (bytes per redraw), memory (after
 24 h), history (heavy history requests on 64 GPUs), parallel (per-rank cost on a 2-rank gloo launch,
-torch.distributed calls per step, follow() of 8 ranks x 10^5 steps). The contenders (nvitop, gpustat, jupyterlab-nvdashboard, livelossplot, tqdm) live in
+torch.distributed calls per step, follow() of 8 ranks x 10^5 steps), profile (what mon.profile() costs the
+profiled steps and those after). The contenders (nvitop, gpustat, jupyterlab-nvdashboard, livelossplot, tqdm) live in
 benchmarks/.cache/venv-peers; without it their rows are skipped and the reason is printed.
 See docs/benchmarks.md.
 """
@@ -25,7 +26,7 @@ from typing import Any, Callable
 
 from . import common
 
-SECTIONS = ("sampler", "server", "training", "payload", "memory", "history", "parallel")
+SECTIONS = ("sampler", "server", "training", "payload", "memory", "history", "parallel", "profile")
 TITLES = {
     "sampler": "1. Sampler cost: CPU per full sample of 8 GPUs x 8 processes (same fake NVML for all)",
     "server": "2. Server: latency, event-loop lag and NVML calls under pollers (PCIe call blocks 20 ms)",
@@ -34,6 +35,7 @@ TITLES = {
     "memory": "5. Memory after a long run (fast-forwarded)",
     "history": "6. Heavy history requests: 64 GPUs at 10 Hz, clients asking for 30 s and for the whole hour",
     "parallel": "8. Parallel training: per-rank overhead (2 gloo ranks), torch.distributed calls, following 8 ranks",
+    "profile": "9. Profile: the profiled steps' slowdown, the steps after it, the time to the verdict",
 }
 
 
@@ -50,6 +52,8 @@ def _section(name: str) -> tuple[Callable[..., dict[str, Any]], Callable[[dict[s
         from . import history_load as m  # type: ignore[no-redef]
     elif name == "parallel":
         from . import parallel as m  # type: ignore[no-redef]
+    elif name == "profile":
+        from . import profile_cost as m  # type: ignore[no-redef]
     else:
         from . import memory as m  # type: ignore[no-redef]
     return m.measure, m.table

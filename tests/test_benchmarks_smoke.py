@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("sampler", "server", "training", "payload", "memory", "history", "parallel")
+SECTIONS = ("sampler", "server", "training", "payload", "memory", "history", "parallel", "profile")
 
 
 def run_smoke(tmp_path: Path, *args: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess, dict]:
@@ -50,6 +50,8 @@ def test_smoke_run_covers_every_section_and_writes_json(tmp_path: Path) -> None:
     parallel = results["sections"]["parallel"]
     assert {r["distributed_calls_per_step"] for r in parallel["overhead"]["ranks"].values()} == {0}
     assert parallel["follow"]["world_size"] == 2 and parallel["follow"]["redraw"]["draws"] > 0
+    profile = results["sections"]["profile"]["loops"]
+    assert {k: v["verdicts"] for k, v in profile.items()} == {"small ops": ["launch-bound"], "matmul": ["compute-bound"]}
     # and the skipped contenders are named with the reason
     assert "skipped nvitop: peers disabled (--no-peers)" in proc.stdout
     assert "## Targets" in proc.stdout
