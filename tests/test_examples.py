@@ -77,7 +77,8 @@ def text_of(book) -> str:
 
 
 @pytest.mark.parametrize("name", ["quickstart.ipynb", "train_torch.ipynb", "gpuwatch_magic.ipynb",
-                                  "lightning.ipynb", "huggingface.ipynb", "keras.ipynb", "distributed.ipynb"])
+                                  "lightning.ipynb", "huggingface.ipynb", "keras.ipynb", "distributed.ipynb",
+                                  "profile.ipynb"])
 def test_committed_examples_have_no_outputs(name):
     book = nbformat.read(EXAMPLES / name, as_version=4)
     nbformat.validate(book)
@@ -222,3 +223,18 @@ def test_distributed_example_launches_two_ranks_and_follows_them(run_dir, monkey
     (launch,) = run_dir.iterdir()
     back = TrainingMonitor.load(launch)
     assert back.world_size == 2 and [r["status"] for r in back.ranks] == ["finished", "finished"]
+
+
+def test_profile_example_names_each_loops_bottleneck(run_dir, monkeypatch):
+    book, seconds = execute("profile.ipynb", run_dir, monkeypatch)
+    text = text_of(book)
+    # the slow loader's steps: input-bound, with the sentence and the breakdown
+    assert "input-bound · The loop waits for its data" in text, text[-3000:]
+    assert "'data_wait': '" in text and "aten::" in text  # the breakdown, the top ops
+    # the cell of tiny ops, after its GPU summary; the trace from elsewhere
+    assert "%%gpuwatch --profile: launch-bound: Each step runs" in text
+    assert "<Profile compute-bound over 3 steps" in text
+    assert "USDT" not in text and "profiler_start" not in text  # Kineto's stage markers kept off the cells
+    # the monitor's final output carries the profile under its header
+    finished = [d for d in monitor_outputs(book) if ": running," not in d["text/plain"]]
+    assert any("Profile: input-bound" in d.get("text/html", "") for d in finished)

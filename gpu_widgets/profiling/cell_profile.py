@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import kineto
 from .analysis import STEP_PREFIX, analyze
 from .result import Profile, ProfileError
 from .trace_file import read_trace
@@ -58,6 +59,7 @@ class CellProfile:
             raise ProfileError("%%gpuwatch --profile cannot start torch.profiler: another profile runs in this "
                                "process (a mon.profile(), or a torch.profiler of your own); a second one would "
                                "silently end it")
+        kineto.quiet()
         activities = [ProfilerActivity.CPU]
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             activities.append(ProfilerActivity.CUDA)

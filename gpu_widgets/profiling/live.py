@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import kineto
 from .analysis import analyze
 from .result import Profile, ProfileError
 from .trace_file import read_trace
@@ -181,6 +182,7 @@ class ProfileSession:
         torch = self.torch
         if torch.autograd._profiler_enabled():  # stopping ours would stop theirs: never start beside it
             raise ProfileError("another torch.profiler runs in this process; profile once it stopped")
+        kineto.quiet()
         acts = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available() and torch.cuda.is_initialized():  # a process that uses a GPU
             acts.append(torch.profiler.ProfilerActivity.CUDA)
