@@ -44,7 +44,8 @@ NOTEBOOK_VIEWPORT = {"width": 1280, "height": 2200}
 EXAMPLES = ROOT / "examples"
 # The training examples (PyTorch and the three framework callbacks) are shot with 2 GPUs (or fewer)
 # only: the PyTorch one trains for about a minute on two cores.
-EXAMPLES_FEW = ("quickstart", "gpuwatch_magic", "train_torch", "lightning", "huggingface", "keras", "distributed")
+EXAMPLES_FEW = ("quickstart", "gpuwatch_magic", "train_torch", "lightning", "huggingface", "keras", "distributed",
+                "profile")
 EXAMPLES_MANY = ("quickstart", "gpuwatch_magic")
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 FAULTS = "throttle:0@14-30:sw_power_cap; lost:1@36-42"  # seconds after the server starts

@@ -71,7 +71,7 @@ class Profile:
             return f'<div class="gpuw-profile"><b>Profile failed</b>: {escape(self.error or "")}</div>'
         if not self.done:
             return f'<div class="gpuw-profile gpuw-muted">Profile: {escape(self.status)}…</div>'
-        bars = "".join(
+        bars = " · ".join(
             f'<span title="{escape(BREAKDOWN_WORDS[k])}: {v:.0%}">{escape(BREAKDOWN_WORDS[k])} {v:.0%}</span>'
             for k, v in self.breakdown.items() if v >= 0.005)
         ops = "".join(
