@@ -1,6 +1,7 @@
 """With ``%load_ext gpu_widgets``, any cell that ends in a CUDA out-of-memory error gets its
 post-mortem after the traceback (memory/postmortem_view.py), unless a monitor told it already.
-An IPython ``post_run_cell`` callback: the error itself is IPython's, shown and kept as ever."""
+Called after each cell once the monitors heard how it ended (cell_hooks.after_cells): the error
+itself is IPython's, shown and kept as ever."""
 from __future__ import annotations
 
 from typing import Any
@@ -17,10 +18,12 @@ def after_cell(result: Any) -> None:
 
 
 def register(ipython: Any) -> None:
-    if after_cell not in ipython.events.callbacks.get("post_run_cell", ()):
-        ipython.events.register("post_run_cell", after_cell)
+    from ..widgets import cell_hooks
+
+    cell_hooks.after_cells(ipython, after_cell)  # after the monitors: one whose loop it left tells it
 
 
 def unregister(ipython: Any) -> None:
-    if after_cell in ipython.events.callbacks.get("post_run_cell", ()):
-        ipython.events.unregister("post_run_cell", after_cell)
+    from ..widgets import cell_hooks
+
+    cell_hooks.stop_after_cells(after_cell)

@@ -15,7 +15,7 @@ import pickle
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 MAX_ENTRIES = 200_000  # trace entries kept: a few hundred steps of a mid-sized model (~100 MB pickled)
 
@@ -41,7 +41,9 @@ def why_not_recordable() -> str | None:
 class MemoryRecording:
     """One recording: ``start()``, then ``stop()`` (idempotent) gives the snapshot's view."""
 
-    def __init__(self, where: Path | None, name: str = "memory") -> None:
+    def __init__(self, where: Path | None | Callable[[], Path | None], name: str = "memory") -> None:
+        """``where``: the directory to keep the snapshot in (None: not kept), or a callable that
+        gives it when the recording stops (a run's directory may appear after the call)."""
         self.where, self.name = where, name
         self.running = False
         self.path: Path | None = None  # the snapshot's pickle, once written
@@ -82,14 +84,16 @@ class MemoryRecording:
         except ValueError as exc:  # an empty recording (no allocation in those steps)
             self.problem = str(exc)
             return None
-        if self.where is not None:
+        where = self.where() if callable(self.where) else self.where
+        if where is not None:
             try:
-                self.where.mkdir(parents=True, exist_ok=True)
+                where = Path(where)
+                where.mkdir(parents=True, exist_ok=True)
                 stem = f"{self.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-                self.path = self.where / f"{stem}.pickle"
+                self.path = where / f"{stem}.pickle"
                 with open(self.path, "wb") as f:
                     pickle.dump(snapshot, f, protocol=4)
-                view.to_png(self.where / f"{stem}.png")
+                view.to_png(where / f"{stem}.png")
             except OSError as exc:
                 self.problem = f"the snapshot was not saved ({exc})"
         return view

@@ -31,6 +31,7 @@ from ..widgets.final_output import static_bundle
 from .monitor_charts import MonitorCharts, PlotSpec, gpu_charts
 from .monitor_header import Progress, header_html, steps_done
 from .profiling_hooks import ProfileSlot
+from .memory_hooks import tell_oom
 from .rank_timing import RankTiming
 from ..widgets.process_gpus import Choice
 from .run_feed import DRAW_CPU_SHARE, RunFeed
@@ -70,6 +71,9 @@ class MonitorRun(RunFeed):
         self.writer.alerts = self.gpus.alerts  # and the alert episodes
         self.writer.facts = self.facts  # and, in run.json, what the run learns as it goes
         self.steps = ProfileSlot(self.view)  # profile(): the loop's step boundaries, the result's place
+        self.oom: dict[str, Any] | None = None  # an OOM's facts (memory_hooks.tell_oom)
+        self.last_memory: Any = None  # record_memory()'s latest view
+        self.memory_count = 0
         self.draw_due = 0.0
         self.cell_rows = -1
         self.display_handle: Any = None
@@ -131,6 +135,7 @@ class MonitorRun(RunFeed):
             self.writer.close()
         run.guard("stopping", self.timing.stop, self.writer.run_dir)
         run.guard("stopping the profile", self.steps.ended)  # one the run did not finish fails
+        run.guard("the out-of-memory post-mortem", tell_oom, self, error)
         cell_hooks.unwatch(self)
         self.show_final()
 

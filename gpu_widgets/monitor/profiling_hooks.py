@@ -17,6 +17,7 @@ from typing import Any
 
 from ..profiling import cell_profile
 from ..widgets.cell_hooks import in_kernel
+from .memory_hooks import MemoryHooks
 from .run_state import State
 
 WAIT_SAMPLE_S = 1.5  # the analysis waits at most this for the GPU sample after the window (1 Hz sampling)
@@ -28,6 +29,7 @@ class ProfileSlot:
 
     def __init__(self, view: Any) -> None:
         self.session: Any = None  # the pending profiling.live.ProfileSession
+        self.memory: Any = None  # a pending memory_hooks.MemorySteps
         self.batch_loops = 0  # track() iterations and callback runs in progress: log() is no boundary
         self.last: Any = None  # the latest done or failed Profile
         self.view = view
@@ -39,14 +41,16 @@ class ProfileSlot:
     def wanted(self) -> bool:
         """Whether a boundary does anything now: a pending profile, or a ``%%gpuwatch --profile``
         cell (what the loop checks at each step before calling ``batch()`` / ``logged()``)."""
-        return self.session is not None or cell_profile._active is not None
+        return self.session is not None or self.memory is not None or cell_profile._active is not None
 
     def batch(self) -> None:
         """A batch boundary (track(), a callback): the training thread. It also marks a step of a
         ``%%gpuwatch --profile`` cell that runs this loop."""
-        session = self.session
+        session, memory = self.session, self.memory
         if session is not None:
             session.step()
+        if memory is not None:
+            memory.step()
         if cell_profile._active is not None:
             cell_profile.tick()
 
@@ -54,17 +58,22 @@ class ProfileSlot:
         """A log() call: a boundary only in a loop that has no batch boundaries."""
         if self.batch_loops:
             return
-        session = self.session
+        session, memory = self.session, self.memory
         if session is not None:
             session.step()
+        if memory is not None:
+            memory.step()
         if cell_profile._active is not None:
             cell_profile.tick()
 
     def ended(self) -> None:
-        """The run stopped: a profile still waiting for, or in, its steps fails."""
-        session = self.session
+        """The run stopped: a profile still waiting for, or in, its steps fails; a memory recording
+        ends with what it has."""
+        session, memory = self.session, self.memory
         if session is not None:
             session.cancel()
+        if memory is not None:
+            memory.finish()
 
     def show(self) -> None:
         """The widget's HTML follows the profile's status (the monitor's thread, and on_done)."""
@@ -92,8 +101,9 @@ class ProfileSlot:
         return self.html.value if self.html is not None else ""
 
 
-class ProfileHooks:
-    """TrainingMonitor's ``profile()`` and ``last_profile`` (kept here: monitor.py has a line budget)."""
+class ProfileHooks(MemoryHooks):
+    """TrainingMonitor's ``profile()`` and ``last_profile`` (kept here: monitor.py has a line budget),
+    and through MemoryHooks its ``record_memory()``, ``last_memory`` and ``oom``."""
 
     _r: Any
     run_dir: Any

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import weakref
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 
 class CellAware(Protocol):
@@ -20,6 +20,9 @@ class CellAware(Protocol):
 
 _watched: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _shells: "weakref.WeakSet[Any]" = weakref.WeakSet()
+# Run after every watched object heard how the cell ended (the OOM post-mortem: a monitor whose
+# loop the error left tells it first, with what it knows of the run).
+_after: list[Callable[[Any], None]] = []
 
 
 def _shell() -> Any | None:
@@ -36,17 +39,33 @@ def in_kernel() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
+def _hook(shell: Any) -> None:
+    if shell not in _shells:
+        shell.events.register("pre_run_cell", _pre_run_cell)
+        shell.events.register("post_run_cell", _post_run_cell)
+        _shells.add(shell)
+
+
 def watch(obj: CellAware) -> bool:
     """Follow cells for ``obj``; False when there is no IPython shell (plain Python)."""
     shell = _shell()
     if shell is None:
         return False
-    if shell not in _shells:
-        shell.events.register("pre_run_cell", _pre_run_cell)
-        shell.events.register("post_run_cell", _post_run_cell)
-        _shells.add(shell)
+    _hook(shell)
     _watched.add(obj)
     return True
+
+
+def after_cells(shell: Any, fn: Callable[[Any], None]) -> None:
+    """Call ``fn(result)`` after each cell of ``shell``, once the watched objects have heard of it."""
+    _hook(shell)
+    if fn not in _after:
+        _after.append(fn)
+
+
+def stop_after_cells(fn: Callable[[Any], None]) -> None:
+    if fn in _after:
+        _after.remove(fn)
 
 
 def unwatch(obj: CellAware) -> None:
@@ -66,5 +85,10 @@ def _post_run_cell(result: Any = None) -> None:
     for obj in list(_watched):
         try:
             obj._cell_ended(error)
+        except Exception:
+            pass
+    for fn in list(_after):
+        try:
+            fn(result)
         except Exception:
             pass
