@@ -131,8 +131,9 @@ lab: setup lab-examples ## Start JupyterLab on .lab/examples, a working copy of 
 # with a note. Content is compared, not times: a fresh clone gives every file a new mtime.
 lab-examples: ## Copy examples/ to the untracked .lab/examples (LAB_EXAMPLES=...) without overwriting your edits
 	@mkdir -p "$(LAB_EXAMPLES)/.tracked"
-	@# The notebooks, and the scripts they run (distributed.ipynb launches distributed_train.py).
-	@for src in $(EXAMPLES)/*.ipynb $(EXAMPLES)/*.py; do \
+	@# The notebooks, the scripts they run (distributed.ipynb launches distributed_train.py) and the
+	@# data they read (memory.ipynb draws memory_snapshot_example.pickle).
+	@for src in $(EXAMPLES)/*.ipynb $(EXAMPLES)/*.py $(EXAMPLES)/*.pickle; do \
 		[ -e "$$src" ] || continue; \
 		name=$$(basename "$$src"); dst="$(LAB_EXAMPLES)/$$name"; orig="$(LAB_EXAMPLES)/.tracked/$$name"; \
 		if [ ! -e "$$dst" ]; then \

@@ -78,7 +78,7 @@ def text_of(book) -> str:
 
 @pytest.mark.parametrize("name", ["quickstart.ipynb", "train_torch.ipynb", "gpuwatch_magic.ipynb",
                                   "lightning.ipynb", "huggingface.ipynb", "keras.ipynb", "distributed.ipynb",
-                                  "profile.ipynb"])
+                                  "profile.ipynb", "memory.ipynb"])
 def test_committed_examples_have_no_outputs(name):
     book = nbformat.read(EXAMPLES / name, as_version=4)
     nbformat.validate(book)
@@ -238,3 +238,22 @@ def test_profile_example_names_each_loops_bottleneck(run_dir, monkeypatch):
     # the monitor's final output carries the profile under its header
     finished = [d for d in monitor_outputs(book) if ": running," not in d["text/plain"]]
     assert any("Profile: input-bound" in d.get("text/html", "") for d in finished)
+
+
+def test_memory_example_draws_the_snapshot_tells_the_oom_and_frees_it(run_dir, monkeypatch):
+    shutil.copy(EXAMPLES / "memory_snapshot_example.pickle", run_dir.parent / "memory_snapshot_example.pickle")
+    book, seconds = execute("memory.ipynb", run_dir, monkeypatch)  # its OOM cell is tagged raises-exception
+    text = text_of(book)
+    # no CUDA here: the recording says so and the cell ran
+    assert "no CUDA allocator to record" in "".join(o.get("text", "") for c in book.cells for o in c.get("outputs", ()))
+    # the example snapshot: the widget, and the sites alive at the peak
+    assert "<MemorySnapshot" in text and "'site': 'model.py:57'" in text
+    # the OOM cell failed with PyTorch's error, and its post-mortem came after the traceback
+    oom_cell = next(c for c in book.cells if "raises-exception" in c.metadata.get("tags", ()))
+    kinds = [o["output_type"] for o in oom_cell.outputs]
+    assert kinds.index("error") < kinds.index("display_data"), kinds
+    shown = next(o for o in oom_cell.outputs if o["output_type"] == "display_data")["data"]
+    assert "GPU 0: asked for 32.00 TiB, 61.50 GiB was free of 79.19 GiB." in shown["text/plain"]
+    assert "application/vnd.jupyter.widget-view+json" in shown and "Out of GPU memory" in shown["text/html"]
+    # %gpu_free: the failed step's 256 MiB given back, nothing of the user's deleted
+    assert "tensors freed: 256.0 MiB" in text and "not touched: `model` still holds" in text

@@ -70,6 +70,15 @@ def test_its_own_tensors_and_the_batch_that_would_have_fit():
                         "the batch that fits is about 54 (it was 64)")
 
 
+def test_a_request_larger_than_the_gpu_is_said_so_and_simulated_processes_are_marked():
+    big = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 32.00 TiB. GPU 0 has a total capacity of "
+                                 "79.19 GiB of which 61.50 GiB is free.")
+    procs = [{"pid": 4200000, "used_memory_bytes": 26 * GIB, "uid": os.getuid(), "name": "python"}]
+    pm = post_mortem(big, {**snapshot(procs), "backend": "simulated"})
+    assert pm.cause.startswith("the step asked for 32.00 TiB, more than all of GPU 0's 79.19 GiB")
+    assert "pid 4200000 · python · 26.00 GiB (a SIMULATED process: these GPUs are not real)." in pm.text()
+
+
 def test_a_message_in_no_known_form_still_gives_the_rest():
     procs = [{"pid": 4242, "used_memory_bytes": 30 * GIB, "uid": os.getuid(), "name": "python"}]
     pm = post_mortem(torch.OutOfMemoryError("out of memory"), snapshot(procs))

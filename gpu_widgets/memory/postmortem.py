@@ -35,6 +35,8 @@ def is_oom(exc: BaseException | None) -> bool:
 def gib(n: float | None) -> str:
     if n is None:
         return "unknown"
+    if n >= 1 << 40:  # a request gone wrong (a size computed in the wrong unit) reads as one
+        return f"{n / (1 << 40):.2f} TiB"
     return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
 
 
@@ -113,7 +115,11 @@ def post_mortem(exc: BaseException, snapshot: dict[str, Any] | None = None, batc
     where = f"GPU {parsed['gpu']}" if parsed["gpu"] is not None else "the GPU"
     lines = [f"{where}: asked for {gib(req)}, {gib(free)} was free of {gib(total)}."]
     fits = None
-    if facts["others"] and total and others_bytes >= max(req or 0, OTHERS_SHARE * total):
+    simulated = (snapshot or {}).get("backend") == "simulated"
+    if req and total and req > total:
+        cause = (f"the step asked for {gib(req)}, more than all of {where}'s {gib(total)}: a size computed "
+                 "wrong (a shape, a unit), or work meant for a larger GPU or for several")
+    elif facts["others"] and total and others_bytes >= max(req or 0, OTHERS_SHARE * total):
         top = facts["others"][0]
         who, name = top.get("notebook") or "another process", top.get("name")
         detail = f"pid {top['pid']}, {name}" if name and not top.get("notebook") else f"pid {top['pid']}"
@@ -138,7 +144,8 @@ def post_mortem(exc: BaseException, snapshot: dict[str, Any] | None = None, batc
         lines.append(mine + ".")
     for p in facts["others"][:8]:
         what = p.get("notebook") or p.get("name") or "another user's process (details hidden)"
-        lines.append(f"Also on {where}: pid {p['pid']} · {what} · {gib(p['used_memory_bytes'])}.")
+        made_up = " (a SIMULATED process: these GPUs are not real)" if simulated else ""
+        lines.append(f"Also on {where}: pid {p['pid']} · {what} · {gib(p['used_memory_bytes'])}{made_up}.")
     if unalloc and total and (unalloc >= FRAGMENT_SHARE * total or cause.startswith("fragmentation")):
         lines.append(f"{gib(unalloc)} is reserved but unallocated: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
                      "lets PyTorch reuse it (set it before CUDA starts: in the kernel's environment or the "
