@@ -170,6 +170,16 @@ def cluster(out: Path) -> None:
             browser.close()
 
 
+def shoot_output(page: Any, output: Any, out: Path, stem: str) -> None:
+    """One output, in each theme: ``<stem>-light.png``, ``<stem>-dark.png``."""
+    for theme, name in THEMES.items():
+        switch_theme(page, name)
+        output.scroll_into_view_if_needed()
+        path = out / f"{stem}-{theme}.png"
+        output.screenshot(path=str(path))
+        log(f"wrote {shown(path)}")
+
+
 def example(browser: Any, lab: LabServer, gpus: int, stem: str, out: Path) -> None:
     page = browser.new_page(viewport=NOTEBOOK_VIEWPORT, device_scale_factor=1)
     try:
@@ -184,22 +194,12 @@ def example(browser: Any, lab: LabServer, gpus: int, stem: str, out: Path) -> No
             raise RuntimeError(f"{stem}.ipynb raised: {unexpected[0].inner_text()}")
         page.wait_for_timeout(1000)  # the last redraw
         for part, selector in EXTRA_SHOTS.get(stem, {}).items():  # a second picture of the same run
-            extra = page.locator(".jp-OutputArea-output", has=page.locator(selector)).first
-            for theme, name in THEMES.items():
-                switch_theme(page, name)
-                extra.scroll_into_view_if_needed()
-                path = out / f"example-{stem}-{part}-{gpus}gpu-{theme}.png"
-                extra.screenshot(path=str(path))
-                log(f"wrote {shown(path)}")
+            shoot_output(page, page.locator(".jp-OutputArea-output", has=page.locator(selector)).first,
+                         out, f"example-{stem}-{part}-{gpus}gpu")
         # A live widget, or the picture a finished monitor or stopped dashboard leaves (final_output).
         output = page.locator(".jp-OutputArea-output", has=page.locator(".widget-vbox, .gpuw-static")).first
         page.wait_for_function(PICTURES_LOADED_JS)
-        for theme, name in THEMES.items():
-            switch_theme(page, name)
-            output.scroll_into_view_if_needed()
-            path = out / f"example-{stem}-{gpus}gpu-{theme}.png"
-            output.screenshot(path=str(path))
-            log(f"wrote {shown(path)}")
+        shoot_output(page, output, out, f"example-{stem}-{gpus}gpu")
     finally:
         page.close()
         for session in lab.get_json("api/sessions"):  # its kernel would keep sampling beside the next one

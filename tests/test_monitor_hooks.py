@@ -14,6 +14,7 @@ import pytest
 from gpu_widgets import TrainingMonitor
 from gpu_widgets.monitor.run_state import State
 
+from .kernel_session import running_kernel
 from .widget_helpers import monitor_threads, run_dir, simulated_sampler  # noqa: F401
 
 
@@ -245,21 +246,11 @@ def _execute(kc, code: str, timeout: float = 60.0) -> str:
 
 
 def test_hooks_in_a_kernel_end_runs_without_a_with_block(run_dir, tmp_path):
-    jupyter_client = pytest.importorskip("jupyter_client")
     env = {**os.environ, "GPU_WIDGETS_RUN_DIR": str(run_dir), "GPU_WIDGETS_BACKEND": "simulated"}
-    km = jupyter_client.KernelManager(kernel_name="python3")
-    km.start_kernel(env=env, cwd=str(tmp_path))
-    try:
-        kc = km.client()
-        kc.start_channels()
-        kc.wait_for_ready(timeout=60)
+    with running_kernel(env, tmp_path) as (_, kc):
         out = _execute(kc, HOOKS_CODE)
         # The cell ended cleanly after fail(): the cell hook must not turn the run "idle".
         later = _execute(kc, "print('after:', a.status, b.status)")
-        kc.stop_channels()
-    finally:
-        km.shutdown_kernel(now=True)
-        km.cleanup_resources()
     assert "states: failed interrupted ValueError('diverged')" in out
     assert "after: failed interrupted" in later
     metas = {m["title"]: m for m in (json.loads(p.read_text()) for p in run_dir.glob("*/run.json"))}

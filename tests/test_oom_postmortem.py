@@ -15,6 +15,8 @@ torch = pytest.importorskip("torch")
 
 from gpu_widgets.memory.postmortem import is_oom, post_mortem  # noqa: E402
 
+from .kernel_session import running_kernel  # noqa: E402
+
 GIB, MIB = 1 << 30, 1 << 20
 MESSAGE = ("CUDA out of memory. Tried to allocate 4.00 GiB. GPU {gpu} has a total capacity of 79.19 GiB of which "
            "1.00 GiB is free. Of the allocated memory {alloc} GiB is allocated by PyTorch, and {unalloc} GiB is "
@@ -102,13 +104,7 @@ KERNEL_CELLS = [
 
 
 def run_kernel(env: dict, cells: list[str], cwd: str) -> list[list[dict]]:
-    jupyter_client = pytest.importorskip("jupyter_client")
-    km = jupyter_client.KernelManager(kernel_name="python3")
-    km.start_kernel(env=env, cwd=cwd)
-    try:
-        kc = km.client()
-        kc.start_channels()
-        kc.wait_for_ready(timeout=60)
+    with running_kernel(env, cwd) as (_, kc):
         outputs = []
         for code in cells:
             msg_id = kc.execute(code)
@@ -121,11 +117,7 @@ def run_kernel(env: dict, cells: list[str], cwd: str) -> list[list[dict]]:
                     break
                 got.append({"type": msg["msg_type"], **msg["content"]})
             outputs.append(got)
-        kc.stop_channels()
         return outputs
-    finally:
-        km.shutdown_kernel(now=True)
-        km.cleanup_resources()
 
 
 def test_in_a_real_kernel_the_cell_shows_the_post_mortem_after_its_error(fake_driver, tmp_path):

@@ -313,21 +313,12 @@ print("verdict:", mon.last_profile.verdict, mon.last_profile.steps, mon.last_pro
 
 
 def test_a_profile_in_a_real_kernel(tmp_path):
-    jupyter_client = pytest.importorskip("jupyter_client")
+    from .kernel_session import running_kernel
     from .test_monitor_hooks import _execute
 
     env = {**os.environ, "GPU_WIDGETS_BACKEND": "simulated", "OMP_NUM_THREADS": "1"}
-    km = jupyter_client.KernelManager(kernel_name="python3")
-    km.start_kernel(env=env, cwd=str(tmp_path))
-    try:
-        kc = km.client()
-        kc.start_channels()
-        kc.wait_for_ready(timeout=60)
+    with running_kernel(env, tmp_path) as (_, kc):
         out = _execute(kc, KERNEL_CODE, timeout=90)
-        kc.stop_channels()
-    finally:
-        km.shutdown_kernel(now=True)
-        km.cleanup_resources()
     assert "waited: True" in out and "verdict: input-bound 5 True" in out, out
     assert "gpu-widgets: profile" not in out  # a notebook shows it in the widget, not on stderr
 

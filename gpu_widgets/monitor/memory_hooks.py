@@ -19,6 +19,15 @@ from .run_state import State
 MAX_STEPS = 10_000
 
 
+def own_loop(r: Any, call: str, does: str, verb: str) -> None:
+    """What profile() and record_memory() ask of a monitor: this process's own run, not ended."""
+    if r.run.readonly or getattr(r, "follower", None) is not None:
+        raise RuntimeError(f"{call} {does} this process's own loop: this monitor shows a loaded or followed run; "
+                           "call it on the TrainingMonitor the loop logs to")
+    if r.run.state == State.FINISHED:
+        raise RuntimeError(f"{call}: this run has finished; {verb} a running (or not yet started) run")
+
+
 class MemorySteps:
     """One pending recording, stepped at the loop's boundaries (the training thread)."""
 
@@ -52,11 +61,7 @@ class MemoryHooks:
         if not 1 <= steps <= MAX_STEPS:
             raise ValueError(f"record_memory(steps={steps}): record between 1 and {MAX_STEPS:,} steps")
         r = self._r
-        if r.run.readonly or getattr(r, "follower", None) is not None:
-            raise RuntimeError("record_memory() records this process's own loop: this monitor shows a loaded or "
-                               "followed run")
-        if r.run.state == State.FINISHED:
-            raise RuntimeError("record_memory(): this run has finished; record a running (or not yet started) run")
+        own_loop(r, "record_memory()", "records", "record")
         slot = r.steps
         if slot.memory is not None:
             raise RuntimeError("a memory recording is already running on this monitor: one at a time")

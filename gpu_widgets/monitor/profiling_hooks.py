@@ -17,7 +17,7 @@ from typing import Any
 
 from ..profiling import cell_profile
 from ..widgets.cell_hooks import in_kernel
-from .memory_hooks import MemoryHooks
+from .memory_hooks import MemoryHooks, own_loop
 from .run_state import State
 
 WAIT_SAMPLE_S = 1.5  # the analysis waits at most this for the GPU sample after the window (1 Hz sampling)
@@ -56,15 +56,8 @@ class ProfileSlot:
 
     def logged(self) -> None:
         """A log() call: a boundary only in a loop that has no batch boundaries."""
-        if self.batch_loops:
-            return
-        session, memory = self.session, self.memory
-        if session is not None:
-            session.step()
-        if memory is not None:
-            memory.step()
-        if cell_profile._active is not None:
-            cell_profile.tick()
+        if not self.batch_loops:
+            self.batch()
 
     def ended(self) -> None:
         """The run stopped: a profile still waiting for, or in, its steps fails; a memory recording
@@ -120,11 +113,7 @@ class ProfileHooks(MemoryHooks):
 
         checked_steps(steps, warmup)
         r = self._r
-        if r.run.readonly or getattr(r, "follower", None) is not None:
-            raise RuntimeError("profile() profiles this process's own loop: this monitor shows a loaded or "
-                               "followed run; call it on the TrainingMonitor the loop logs to")
-        if r.run.state == State.FINISHED:
-            raise RuntimeError("profile(): this run has finished; profile a running (or not yet started) run")
+        own_loop(r, "profile()", "profiles", "profile")
         slot = r.steps
         with slot.lock:
             if slot.session is not None:
