@@ -9,7 +9,7 @@ import psutil
 import pytest
 from IPython.testing.globalipapp import get_ipython
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from gpu_widgets.memory.freeing import FreeReport, free_gpu_memory  # noqa: E402
 
@@ -79,3 +79,42 @@ def test_the_magic_and_the_package_name_free_the_same_way(capsys):
 
     with pytest.raises(UsageError, match="%gpu_free takes no options"):
         ip.run_line_magic("gpu_free", "--all")
+
+
+@pytest.mark.parametrize("fake_nvml_config", [{"gpus": [{"memory_total": 80 << 30, "memory_used": 12 << 30}]}])
+def test_a_process_using_cuda_is_told_its_gpu_memory_before_and_after_from_nvml(in_process_fake_nvml, monkeypatch):
+    # Given this process on the fake driver holding 10 GiB of GPU 0 (NVML's process list), and
+    # PyTorch's CUDA calls answering as a GPU machine's do (this machine has none)
+    from gpu_widgets.sampling import sampler as sampler_module
+
+    monkeypatch.setenv("GPU_WIDGETS_BACKEND", "nvml")
+    monkeypatch.setattr(sampler_module, "_shared", None)
+    import os
+
+    gib = 1 << 30
+    held = {"reserved": 10 * gib}
+    in_process_fake_nvml({"gpus": [{"memory_total": 80 * gib, "memory_used": 12 * gib,
+                                    "procs": [(os.getpid(), 10 * gib)]}]})
+
+    def empty_cache():  # the allocator gives its cached blocks back: NVML sees 2 GiB left
+        held["reserved"] = 2 * gib
+        in_process_fake_nvml({"gpus": [{"memory_total": 80 * gib, "memory_used": 4 * gib,
+                                        "procs": [(os.getpid(), 2 * gib)]}]})
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d=0: held["reserved"])
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda d=0: 1 * gib)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d=0: (80 * gib - held["reserved"] - 2 * gib, 80 * gib))
+    monkeypatch.setattr(torch.cuda, "empty_cache", empty_cache)
+    try:
+        report = free_gpu_memory()
+    finally:
+        shared = sampler_module._shared
+        if shared is not None:
+            shared.stop()
+    # Then NVML's figure for this process, before and after, is in the report with the allocator's
+    assert report.nvml == [{"gpu": 0, "before": 10 * gib, "after": 2 * gib}], report
+    assert report.gpu == [{"device": 0, "reserved_before": 10 * gib, "reserved_after": 2 * gib,
+                           "free_before": 68 * gib, "free_after": 76 * gib}]
+    assert "GPU 0 (NVML): this process held 10.0 GiB → 2.0 GiB" in str(report)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 import types
 import weakref
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 LARGE = 1 << 20  # a name holding less than 1 MiB of tensors is not worth naming
 MAX_SCAN = 10_000  # objects looked into per container walk: a huge list is not walked whole
 IPYTHON_OUTPUTS = ("_", "__", "___")
+NVML_WAIT_S = 2.5  # for a sample taken after the memory was given back (1 s sampling)
 
 
 @dataclass
@@ -31,6 +33,7 @@ class FreeReport:
     rss_before: int | None = None
     rss_after: int | None = None
     gpu: list[dict[str, Any]] = field(default_factory=list)  # per CUDA device: allocator and driver, before/after
+    nvml: list[dict[str, Any]] = field(default_factory=list)  # per GPU: this process's memory in NVML, before/after
     not_touched: list[dict[str, Any]] = field(default_factory=list)  # {name, bytes, what}
 
     @property
@@ -47,6 +50,8 @@ class FreeReport:
         for d in self.gpu:
             out.append(f"GPU {d['device']}: PyTorch reserved {_size(d['reserved_before'])} → {_size(d['reserved_after'])}, "
                        f"free on the GPU {_size(d['free_before'])} → {_size(d['free_after'])}")
+        for d in self.nvml:
+            out.append(f"GPU {d['gpu']} (NVML): this process held {_size(d['before'])} → {_size(d['after'])}")
         for n in self.not_touched:
             out.append(f"not touched: `{n['name']}` still holds {_size(n['bytes'])} ({n['what']})")
         return out
@@ -188,6 +193,7 @@ def free_gpu_memory(shell: Any = None) -> FreeReport:
     user_ns = getattr(shell, "user_ns", None)
     report = FreeReport(rss_before=_rss())
     before = _gpu_state(torch) if torch is not None else []
+    nvml_before = _nvml_own() if before else {}  # a process with CUDA running has GPU memory to give
     watched: dict[Any, tuple[list[weakref.ref], int]] = {}  # storage -> (refs to its tensors, bytes)
 
     def watch(value: Any) -> None:
@@ -212,9 +218,24 @@ def free_gpu_memory(shell: Any = None) -> FreeReport:
     report.gpu = [{"device": d["device"], "reserved_before": d["reserved"], "reserved_after": after[d["device"]]["reserved"],
                    "free_before": d["free"], "free_after": after[d["device"]]["free"]}
                   for d in before if d["device"] in after]
+    if nvml_before:
+        from .recent_sample import own_gpu_memory, recent_snapshot
+
+        freed_at = time.time()
+        after_nvml = own_gpu_memory(recent_snapshot(newer_than=freed_at, wait_s=NVML_WAIT_S))
+        report.nvml = [{"gpu": g, "before": b, "after": after_nvml.get(g, 0)} for g, b in sorted(nvml_before.items())]
     if torch is not None and user_ns is not None:
         report.not_touched = _not_touched(user_ns, torch)
     return report
+
+
+def _nvml_own() -> dict[int, int]:
+    try:
+        from .recent_sample import own_gpu_memory, recent_snapshot
+
+        return own_gpu_memory(recent_snapshot())
+    except Exception:  # NVML's view is extra: the allocator's and the driver's are reported anyway
+        return {}
 
 
 def _drop_references(shell: Any, user_ns: dict[str, Any] | None, torch: Any, watch: Any) -> list[str]:

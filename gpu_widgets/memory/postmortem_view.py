@@ -2,42 +2,19 @@
 
 Shown once per error: by the monitor whose loop it left, else by the ``post_run_cell`` hook that
 ``%load_ext gpu_widgets`` registers (an ``_gpu_widgets_told`` mark on the exception says it was).
-The NVML side comes from this process's sampler: its latest sample when fresh, else one read
-for the occasion (a lease, at most WAIT_S of waiting: never a hang on a stuck driver).
+The NVML side comes from this process's sampler (recent_sample.py).
 """
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
-from ..widgets import leases
 from ..widgets.header_css import HEADER_CSS
 from .freeing import free_gpu_memory
 from .postmortem import PostMortem, is_oom, post_mortem
+from .recent_sample import recent_snapshot
 
-FRESH_S = 5.0
-WAIT_S = 2.0
 TOLD = "_gpu_widgets_told"  # set on an exception whose post-mortem was shown
-
-
-def recent_snapshot() -> dict[str, Any] | None:
-    """A sample no older than FRESH_S, read now if the sampler has none (None when it cannot)."""
-    try:
-        sampler = leases.acquire()
-    except leases.ConfigError:
-        return None
-    try:
-        end = time.monotonic() + WAIT_S
-        while True:
-            snap = sampler.latest
-            if snap is not None and snap.get("timestamp", 0) >= time.time() - FRESH_S:
-                return snap
-            if time.monotonic() >= end:
-                return snap  # stale or None: the post-mortem says what it has
-            time.sleep(0.05)
-    finally:
-        leases.release(sampler)
 
 
 class PostMortemView:
