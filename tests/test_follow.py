@@ -81,6 +81,9 @@ def test_follow_shows_a_script_run_as_it_is_written_and_takes_over_how_it_ended(
         assert mon.status == "failed" and mon.step == 14
         assert "ended with ValueError: diverged at step 15" in header(mon)
     assert not mon.parts.follower.thread.is_alive()
+    # it was followed, not loaded: the header says so after the end too, as load()'s says "loaded"
+    assert f"followed from {run}" in header(mon) and "loaded from" not in header(mon)
+    assert f"loaded from {run}" in header(saved)
 
 
 def test_a_killed_writer_leaves_the_run_unfinished(tmp_path, run_dir):

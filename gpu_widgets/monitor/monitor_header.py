@@ -68,7 +68,7 @@ def header_html(title: str, run: RunState, records: Records, charts: MonitorChar
     running = run.state == State.RUNNING
     notes = run.notes
     if run.readonly:
-        notes = [f"loaded from {run.loaded_from or ''}", *notes]
+        notes = [f"{'followed' if run.followed else 'loaded'} from {run.loaded_from or ''}", *notes]
     devices = gpus.shown()
     latest = records.latest()
     window = RATE_WINDOW_S if running else None

@@ -130,6 +130,7 @@ class RunFeed:
         """Followed from now by ``follower``; ``gpu_file``: the run's gpu.jsonl, from which GPU
         samples dropped from memory are read back (as a live run spills to its own)."""
         self.follower = follower
+        self.run.followed = True
         self.run.notes.append(note)
         self.trace.spill_path = gpu_file
 

@@ -67,6 +67,7 @@ class RunState:
         self.t_end: float | None = None
         self.readonly = False
         self.loaded_from: Any = None
+        self.followed = False  # follow(): read as it grows, not loaded once
         self.errors: list[str] = []
         self.notes: list[str] = []
 
