@@ -79,6 +79,8 @@ def faulty_run(root, faults: str = FAULTS, seconds: int = 80, looks: dict | None
     mon = TrainingMonitor("alerts", display=False, sampler=sampler, gpus=gpus, run_log=root)
     for second in range(1, seconds + 1):
         mon.log(loss=1.0 / second)
+        if second == 1:  # the run's clock starts here: samples and faults count from the same instant
+            clock.base = backend.t0 = mon.parts.run.t0  # (on a loaded machine, making the monitor takes a while)
         clock.t = float(second)
         sampler.tick()
         if looks and second in looks:
