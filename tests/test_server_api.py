@@ -241,16 +241,16 @@ def registered_routes(app) -> list[str]:
     return patterns
 
 
-# The API's only write: the Settings Editor's alert thresholds (docs/alerts.md).
-WRITE_ROUTES = {"api/v1/alerts/settings": "PUT"}
+# The API's writes: the Settings Editor's alert thresholds (docs/alerts.md), Kill of an orphan.
+WRITE_ROUTES = {"api/v1/alerts/settings": "PUT", "api/v1/processes/(.*)/kill": "POST"}
 
 
 async def test_every_route_is_403_without_a_token(jp_fetch, jp_serverapp):
     patterns = registered_routes(jp_serverapp)
     assert len(patterns) >= 7 and set(WRITE_ROUTES) <= {p.split("/gpu-widgets/", 1)[1].rstrip("$") for p in patterns}
     for pattern in patterns:
-        path = pattern.split("/gpu-widgets/", 1)[1].rstrip("$").replace("(.*)", "anything")
-        method = WRITE_ROUTES.get(path, "GET")
+        route = pattern.split("/gpu-widgets/", 1)[1].rstrip("$")
+        path, method = route.replace("(.*)", "anything"), WRITE_ROUTES.get(route, "GET")
         write = {} if method == "GET" else {"method": method, "body": "{}"}
         for headers in ({"Authorization": ""}, {"Authorization": "token wrong"}):
             with pytest.raises(HTTPClientError) as info:
@@ -348,10 +348,11 @@ def test_a_child_of_a_kernel_belongs_to_that_kernel():
 async def test_every_route_refuses_writes(jp_fetch, jp_serverapp):
     """The API is read-only but for WRITE_ROUTES: no other route or method accepts a write."""
     for pattern in registered_routes(jp_serverapp):
-        path = pattern.split("/gpu-widgets/", 1)[1].rstrip("$").replace("(.*)", "anything")
+        route = pattern.split("/gpu-widgets/", 1)[1].rstrip("$")
+        path = route.replace("(.*)", "anything")
         for method in ("POST", "PUT", "PATCH", "DELETE"):
-            if WRITE_ROUTES.get(path) == method:
-                continue  # tests/test_alerts_settings_api.py
+            if WRITE_ROUTES.get(route) == method:
+                continue  # tests/test_alerts_settings_api.py, tests/test_orphans.py
             body = "{}" if method in ("POST", "PUT", "PATCH") else None
             with pytest.raises(HTTPClientError) as info:
                 await jp_fetch("gpu-widgets", *path.split("/"), method=method, body=body)

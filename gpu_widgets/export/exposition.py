@@ -58,6 +58,14 @@ class GpuCollector(Collector):
         return self.view
 
 
+class _Fixed(Collector):
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterable[Any]:
+        return self.families
+
+
 class _HealthCollector(Collector):
     def __init__(self) -> None:
         self.health: Health | None = None
@@ -120,6 +128,14 @@ class Exposition:
             self._last = (snapshot, text)
             self.renders += 1
             return text
+
+    def render_kernels(self, rows: Iterable[Mapping[str, Any]]) -> bytes:
+        """The per-kernel GPU gauges of a Jupyter server (a handful of lines, rendered per scrape)."""
+        from .families import kernel_families
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Fixed(kernel_families(rows)))
+        return generate_latest(registry)
 
     def render_health(self, health: Health) -> bytes:
         with self._health_lock:

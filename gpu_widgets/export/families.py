@@ -217,3 +217,24 @@ def health_families(health: Health) -> list[Metric]:
             "gpu_widgets_skipped_ticks", "Sampling ticks missed because a read took longer than the interval "
             "(slow or hanging driver calls).", value=health.skipped_ticks))
     return out
+
+
+KERNEL_LABELS = ("kernel_id", "notebook_path", "gpu")
+
+
+def kernel_families(rows: Iterable[Mapping[str, Any]]) -> list[Metric]:
+    """Per kernel of this server and GPU (rows from server/gpu_activity.py): the memory its processes
+    hold and how long the GPU has gone unused by them. The kernels are the server's own, so their
+    notebook paths are shown as in the process families for the server's own processes."""
+    idle = GaugeMetricFamily(
+        "gpu_widgets_kernel_gpu_idle_seconds",
+        "Seconds since a GPU was last busy with the processes of this kernel (or since they were first seen there).",
+        labels=KERNEL_LABELS)
+    memory = GaugeMetricFamily(
+        "gpu_widgets_kernel_gpu_memory_bytes", "GPU memory held by the processes of this kernel, bytes.",
+        labels=KERNEL_LABELS)
+    for row in rows:
+        labels = [row["kernel_id"], row.get("notebook_path") or "", str(row["gpu"])]
+        idle.add_metric(labels, float(row["idle_s"]))
+        memory.add_metric(labels, float(row["memory_bytes"]))
+    return [idle, memory]

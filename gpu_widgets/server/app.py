@@ -15,8 +15,13 @@ from ..settings_check import check_number
 from .alerts_feed import AlertsFeed
 from .alerts_handler import ENGINE_KEY, AlertSettingsHandler, AlertsHandler
 from .cluster_handler import ClusterHandler
+from .gpu_activity import TRACKER_KEY, GpuActivity
 from .handlers import route_table
+from .kernel_events import KEY as KERNEL_EVENTS_KEY, DeathWatcher, KernelEvents, KernelEventsHandler
+from .kernel_culling import KernelCuller, check_window
+from .kill_handler import KillHandler
 from .metrics_handler import ALLOW_KEY, HOSTNAME_KEY, metrics_route
+from .orphan_watch import BOOK_KEY, OrphanWatch
 
 API_PREFIX = "/gpu-widgets/api/v1"
 # The sampler's settings: trait -> (is the value allowed, the rule in words)
@@ -82,6 +87,28 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         "of Python's full garbage collections (gc.freeze(), once per process): on a 64-GPU machine those "
         "passes otherwise hold the event loop 100-600 ms every few seconds. Off: Python's collector as usual.",
     ).tag(config=True)
+    cgroup_root = Unicode(
+        "/sys/fs/cgroup",
+        help="Where the cgroup v2 tree is mounted. The server's own cgroup (from /proc/self/cgroup) under it "
+        "tells whether a kernel that died was killed by the container's memory limit (memory.events oom_kill, "
+        "memory.max, memory.current); unreadable files leave that cause out.",
+    ).tag(config=True)
+    gpu_activity = Bool(
+        True,
+        help="Count GPU work as activity: while a GPU is busy (at least activity_busy_percent) with a process of "
+        "this server (a kernel, its children, a terminal's children; never another user's), the server's last "
+        "activity (/api/status, what JupyterHub's idle culler reads) and the busy kernel's advance, at most once "
+        "a minute. See docs/jupyterhub.md.",
+    ).tag(config=True)
+    activity_busy_percent = Float(
+        10.0, help="GPU utilization, in percent (0-100), from which a GPU counts as busy for gpu_activity."
+    ).tag(config=True)
+    cull_idle_gpu_kernels_after_s = Float(
+        0.0,
+        help="Shut down a kernel that holds at least alert_idle_kernel_memory_gib on GPUs it has not used, and "
+        "ran no cell, for this many seconds (0: off; at least 1 s otherwise). Every tab is told, in the kernel "
+        "events. See docs/jupyterhub.md.",
+    ).tag(config=True)
     hostname = Unicode(
         "",
         help="The host name this server's GPUs are labelled with (the Hostname label of the Prometheus "
@@ -100,6 +127,16 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         if value and value not in CHOICES:
             raise ValueError(f"GpuWidgets.backend={value!r} is not a backend: use one of {', '.join(CHOICES)}")
         return value
+
+    @validate("activity_busy_percent")
+    def _check_busy_percent(self, proposal):  # type: ignore[no-untyped-def]
+        return check_number("GpuWidgets.activity_busy_percent", proposal["value"], lambda v: 0 <= v <= 100, "within 0-100")
+
+    @validate("cull_idle_gpu_kernels_after_s")
+    def _check_cull_window(self, proposal):  # type: ignore[no-untyped-def]
+        value = check_number("GpuWidgets.cull_idle_gpu_kernels_after_s", proposal["value"],
+                             lambda v: v == 0 or 1 <= v < float("inf"), "0 (off) or at least 1 s")
+        return check_window(value)
 
     def initialize_settings(self) -> None:
         self.service = GpuService(
@@ -126,12 +163,31 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         self.alerts = AlertsFeed(self.service, engine, self.serverapp.kernel_manager,
                                  self.serverapp.session_manager, self.log)
         self.alerts.start()
+        # GPU work as activity, and the opt-in culling of kernels that hold GPU memory unused.
+        culler = None
+        if self.cull_idle_gpu_kernels_after_s > 0:
+            culler = KernelCuller(self.cull_idle_gpu_kernels_after_s, self.alert_idle_kernel_memory_gib,
+                                  self.serverapp, self.log)
+        self.gpu_work = self.settings[TRACKER_KEY] = GpuActivity(
+            self.service, self.serverapp, self.log, self.gpu_activity, self.activity_busy_percent, culler)
+        self.gpu_work.start()
+        # Why a kernel died: events served at kernels/events (kernel_events.py).
+        events = self.settings[KERNEL_EVENTS_KEY] = KernelEvents()
+        self.death_watcher = DeathWatcher(self.serverapp.kernel_manager, self.serverapp.session_manager,
+                                          self.service, events, self.cgroup_root, self.log)
+        self.death_watcher.start()
+        # GPU processes left by kernels that ended (orphan_of in processes; Kill).
+        self.orphans = OrphanWatch(self.service, self.serverapp.kernel_manager, self.serverapp.session_manager, self.log)
+        self.settings[BOOK_KEY] = self.orphans.book
+        self.orphans.start()
 
     def initialize_handlers(self) -> None:
         # Before route_table: it ends with the API's catch-all 404.
         self.handlers.append((f"{API_PREFIX}/cluster", ClusterHandler))
         self.handlers.append((f"{API_PREFIX}/alerts", AlertsHandler))
         self.handlers.append((f"{API_PREFIX}/alerts/settings", AlertSettingsHandler))
+        self.handlers.append((f"{API_PREFIX}/kernels/events", KernelEventsHandler))
+        self.handlers.append((f"{API_PREFIX}/processes/(.*)/kill", KillHandler))
         self.handlers.extend(route_table(API_PREFIX))
         self.handlers.append(metrics_route())
 
@@ -139,6 +195,15 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         alerts = getattr(self, "alerts", None)
         if alerts is not None:
             alerts.stop()
+        gpu_work = getattr(self, "gpu_work", None)
+        if gpu_work is not None:
+            gpu_work.stop()
+        orphans = getattr(self, "orphans", None)
+        if orphans is not None:
+            orphans.stop()
+        watcher = getattr(self, "death_watcher", None)
+        if watcher is not None:
+            watcher.stop()
         service = getattr(self, "service", None)
         if service is not None:
             service.stop()

@@ -227,8 +227,12 @@ class ProcessesHandler(BaseApiHandler):
         me = self._me()
         # In a worker: a page can hold 2000 processes (a /proc walk each, then a megabyte of JSON).
         # Sidebars polling together ask for the same page of the same sample: they share it.
-        key = (offset, limit, gpu, me, tuple(sorted(roots.items())), tuple(sorted(paths.items())))
-        body = await self.service.pages_shared.get(snap, key, process_pages.answer, head, listed, roots, paths, me)
+        book = self.settings.get("gpu_widgets_orphans")  # orphan_watch.py: left by kernels that ended
+        orphan_of = book.orphan_of if book is not None else process_pages.no_orphans
+        key = (offset, limit, gpu, me, tuple(sorted(roots.items())), tuple(sorted(paths.items())),
+               book.version if book is not None else 0)
+        body = await self.service.pages_shared.get(snap, key, process_pages.answer, head, listed, roots, paths, me,
+                                                   orphan_of)
         self.set_header("Content-Type", "application/json")
         await self.finish_big(body)
 

@@ -45,6 +45,9 @@ class ServerScrapes:
         asked_by_scrape(self.service)
         snap = self.service.latest() if self.service.ready else None
         parts = [] if snap is None else [await self._devices(snap, handler)]
+        tracker = handler.settings.get("gpu_widgets_gpu_activity")  # server/gpu_activity.py
+        if tracker is not None:
+            parts.append(self.exposition.render_kernels(tracker.kernel_rows()))
         # Health last and fresh: the sample may be old by now (a driver call that hangs).
         parts.append(self.exposition.render_health(health_of(self.service, self.exposition.hostname)))
         return b"".join(parts)

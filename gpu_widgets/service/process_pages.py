@@ -8,7 +8,7 @@ over every GPU, ``limit`` is lowered so that one answer holds at most ``MAX_ROWS
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from . import attribution, json_pieces, privacy
@@ -48,14 +48,22 @@ def with_totals(attributed: list[dict[str, Any]], listed: Sequence[Mapping[str, 
     return out
 
 
+def no_orphans(pid: int) -> None:
+    return None
+
+
 def answer(head: Mapping[str, Any], listed: Sequence[Mapping[str, Any]], roots: dict[int, str],
-           paths: dict[str, str], me: int | None) -> bytes:
+           paths: dict[str, str], me: int | None,
+           orphan_of: Callable[[int], dict[str, Any] | None] = no_orphans) -> bytes:
     """The JSON of one page, UTF-8: ``head`` then the listed devices, their processes attributed
-    to kernels and redacted for uid ``me`` (None: shown in full). Runs in a worker thread."""
+    to kernels (or, left by one that ended, ``orphan_of`` it: orphans.py) and redacted for uid
+    ``me`` (None: shown in full). Runs in a worker thread."""
 
     def shaped(cut: Any) -> dict[str, Any]:
         # One device at a time, encoded at once (json_pieces.py): its copies die young.
         dev = attribution.attribute([cut], roots, paths)[0]
+        if dev["processes"]:
+            dev["processes"] = [{**p, "orphan_of": orphan_of(p["pid"])} for p in dev["processes"]]
         if me is not None and dev["processes"]:
             dev["processes"] = [privacy.redact_process(p, me) for p in dev["processes"]]
         return with_totals([dev], [cut])[0]

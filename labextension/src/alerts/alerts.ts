@@ -6,6 +6,7 @@
 import { Notification } from '@jupyterlab/apputils';
 
 import { AlertsPoller, IAlertAction, IAlertEpisode, INotifier } from './alertsModel';
+import { KernelEventsPoller } from './kernelEvents';
 import { IAlertsSetting, normalizeAlertsSetting, putAlertSettings, serverChanges } from './alertsSettings';
 import { IGpu } from '../gpus/gpus';
 import { IKernelActions } from '../processes/processActions';
@@ -61,9 +62,13 @@ export class Alerts {
       actions: ep => episodeActions(ep, options),
       store: storage()
     });
+    // A kernel that died (and why) or was culled: a notification in every tab (kernelEvents.ts).
+    this.kernelEvents = new KernelEventsPoller(notifier, storage());
+    this.kernelEvents.start();
   }
 
   readonly poller: AlertsPoller;
+  readonly kernelEvents: KernelEventsPoller;
 
   /** Apply the raw `alerts` setting: the tab's part at once, then the server's where it differs. */
   async applySetting(raw: unknown): Promise<void> {

@@ -174,6 +174,105 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/processes/{pid}/kill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * End a GPU process left behind by a kernel of this server that ended
+         * @description Only a process of the server's own user (real uid) that is listed with orphan_of: SIGTERM, then SIGKILL after a 5 s grace period. Jupyter's XSRF rules apply as to every write. 403 `not_yours` for another user's process, 403 `not_an_orphan` for a process that is not an orphan of this server's kernels, 404 for a pid that is no GPU process (or has ended), 400 for a pid that is not a positive integer.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    pid: number;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description what was done */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            pid: number;
+                            /** @description the signals sent, in order */
+                            signals: ("SIGTERM" | "SIGKILL")[];
+                            ended: boolean;
+                            /** @description the kernel it was left by, as in processes */
+                            orphan_of: Record<string, never>;
+                            /** @description the GPU memory it held in the latest sample (0 when it did not end) */
+                            freed_bytes: number;
+                            /** @description the GPUs it held memory on */
+                            gpus: number[];
+                        };
+                    };
+                };
+                /** @description not a process id */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description not authenticated, no XSRF token, another user's process, or not an orphan */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description no such GPU process */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kernels/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Kernel events: a kernel of this server that died, and why; one that was culled
+         * @description A kernel that exited without being asked (Jupyter's restarter found it gone) gets a `died` event with the reason in plain words when it can be known: the container's memory limit (cgroup v2 memory.events oom_kill went up, under GpuWidgets.cgroup_root), a signal from outside, a crash, an exit status, its GPU lost or near its memory limit, and what it held at the end. A kernel shut down on purpose gets none. The last 200 events are kept.
+         */
+        get: operations["getKernelEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/cluster": {
         parameters: {
             query?: never;
@@ -496,6 +595,12 @@ export interface components {
             };
         };
         AttributedProcess: components["schemas"]["Process"] & {
+            /** @description set when the process descended from a kernel of this server that has ended (shut down or died) and still holds GPU memory: that kernel, its notebook and when it was seen gone (epoch s); POST processes/{pid}/kill ends it */
+            orphan_of: {
+                kernel_id: string;
+                notebook_path: string | null;
+                ended: number;
+            } | null;
             /** @description this server's kernel that runs the process or is its ancestor */
             kernel_id: string | null;
             /** @description the notebook (or console) of that kernel's session */
@@ -702,6 +807,24 @@ export interface components {
             pid: number | null;
             /** @description idle_kernel: GPU memory its processes hold */
             memory_bytes: number | null;
+        };
+        KernelEvents: {
+            events: components["schemas"]["KernelEvent"][];
+        };
+        KernelEvent: {
+            id: number;
+            kernel_id: string;
+            notebook_path: string | null;
+            /** @description unix seconds */
+            time: number;
+            /** @enum {string} */
+            kind: "died" | "culled";
+            /** @description why, in plain words */
+            reason: string;
+            /** @description the figures behind the reason: exit_code, signal, cgroup (oom_kill, memory_max_bytes, memory_current_bytes, unavailable), held (host_memory_bytes, gpu_memory_bytes per GPU) */
+            details: {
+                [key: string]: unknown;
+            };
         };
         Error: {
             /** @description bad_parameter, forbidden, not_found, server_error */
@@ -1052,6 +1175,47 @@ export interface operations {
             };
             /** @description the alerts are off on this server (GpuWidgets.alerts_enabled, or a bad alert setting: the message says which) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getKernelEvents: {
+        parameters: {
+            query?: {
+                /** @description an event id: only the events after it */
+                since?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KernelEvents"];
+                };
+            };
+            /** @description a bad parameter; the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not authenticated */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

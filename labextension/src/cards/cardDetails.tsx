@@ -11,6 +11,7 @@ import { IGpu } from '../gpus/gpus';
 import { SIMULATED_USER_MARK, SIMULATED_USER_TITLE } from '../gpus/overview';
 import { IKernelActions } from '../processes/processActions';
 import { KernelButtons } from '../processes/processActionsView';
+import { orphanWords } from '../processes/orphanActions';
 import { IAttributedProcess, IDeviceInfo } from '../api/tokens';
 import { useFlash } from '../ui/useFlash';
 
@@ -84,6 +85,7 @@ function ProcessItem(props: {
   const path = proc.notebook_path;
   // Which process uses the GPU, not only holds memory on it (read while a card is on screen).
   const use = processUse(proc);
+  const orphan = orphanWords(proc);
   return (
     <li className="jp-GpuWidgets-process" aria-label={`Process ${proc.pid}`}>
       <div className="jp-GpuWidgets-processMain">
@@ -113,6 +115,12 @@ function ProcessItem(props: {
       <div className="jp-GpuWidgets-procCommand" title={proc.command ?? u['command'] ?? undefined}>
         {proc.command ?? <Hidden reason={u['command']} long />}
       </div>
+      {orphan && (
+        // Left by a kernel that ended and still holding GPU memory (orphanActions.ts).
+        <div className="jp-GpuWidgets-orphan" title={`Kernel ${proc.orphan_of?.kernel_id} ended; this process outlived it`}>
+          {orphan}
+        </div>
+      )}
       {path && (
         <button
           className="jp-GpuWidgets-notebook"
