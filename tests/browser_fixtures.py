@@ -107,6 +107,16 @@ def browser() -> Iterator[Any]:
             b.close()
 
 
+@pytest.fixture
+def wide_page(browser: Any) -> Iterator[Any]:
+    """A page 1400x900 in a context of its own (notifications stack at the bottom right)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
 # -- the GPU sidebar ---------------------------------------------------------------------------
 
 @contextmanager

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from .browser_fixtures import SIDEBAR_TAB
-from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
+from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup, wide_page  # noqa: F401 (fixtures)
 from .fake_nvml import fake_nvml_env
 from .lab_server import LabServer, simulated_lab
 
@@ -31,12 +31,8 @@ TOAST = ".Toastify__toast"
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:  # noqa: F811
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    try:
-        yield context.new_page()
-    finally:
-        context.close()
+def page(wide_page: Any) -> Any:
+    return wide_page
 
 
 def test_a_lost_gpu_is_one_notification_with_its_action(page: Any, tmp_path: Any) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from gpu_widgets.server import gpu_activity
 
+from .kernel_children import kernel_with_child
 from .test_process_identity import others_process  # noqa: F401  (a fixture: a process of another uid)
 
 GIB = 1 << 30
@@ -27,22 +28,6 @@ EVERY_S = 0.5
 def fast_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpu_activity, "TICK_S", 0.1)
     monkeypatch.setattr(gpu_activity, "ACTIVITY_EVERY_S", EVERY_S)
-
-
-async def start_kernel_with_child(jp_fetch, jp_serverapp, tmp_path) -> tuple[str, int]:
-    """A real kernel that started a ``sleep`` child; (kernel id, the child's pid)."""
-    reply = await jp_fetch("api", "kernels", method="POST", body=json.dumps({"name": "python3"}))
-    kernel_id = json.loads(reply.body)["id"]
-    kc = jp_serverapp.kernel_manager.get_kernel(kernel_id).client()
-    kc.start_channels()
-    try:
-        await kc.wait_for_ready(timeout=60)
-        pid_file = tmp_path / f"{kernel_id}.pid"
-        kc.execute(f"import subprocess; _p = subprocess.Popen(['sleep', '300']); open({str(pid_file)!r}, 'w').write(str(_p.pid))")
-        await kc.get_shell_msg(timeout=60)
-    finally:
-        kc.stop_channels()
-    return kernel_id, int(pid_file.read_text())
 
 
 async def last_activity(jp_fetch) -> datetime:
@@ -67,7 +52,7 @@ async def settle(jp_serverapp, util: int) -> None:
 @pytest.mark.parametrize("gw_config,fake_nvml_config", [(NVML_SERVER, {"gpus": [{"util_gpu": 0}]})])
 async def test_a_busy_kernel_child_keeps_the_server_active_and_others_do_not(
         fast_rounds, others_process, in_process_fake_nvml, jp_fetch, jp_serverapp, tmp_path):  # noqa: F811
-    kernel_id, child = await start_kernel_with_child(jp_fetch, jp_serverapp, tmp_path)
+    _, kernel_id, child = await kernel_with_child(jp_fetch, jp_serverapp, tmp_path)
     kernel = jp_serverapp.kernel_manager.get_kernel(kernel_id)
     other_pid, _ = others_process
     try:
@@ -103,7 +88,7 @@ async def test_a_busy_kernel_child_keeps_the_server_active_and_others_do_not(
                                                          {"gpus": [{"util_gpu": 0}]})])
 async def test_with_gpu_activity_off_a_busy_kernel_does_not_move_last_activity(
         fast_rounds, in_process_fake_nvml, jp_fetch, jp_serverapp, tmp_path):
-    kernel_id, child = await start_kernel_with_child(jp_fetch, jp_serverapp, tmp_path)
+    _, kernel_id, child = await kernel_with_child(jp_fetch, jp_serverapp, tmp_path)
     try:
         in_process_fake_nvml({"gpus": [{"util_gpu": 60, "procs": [(child, GIB)]}]})
         await settle(jp_serverapp, 60)

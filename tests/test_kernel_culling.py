@@ -11,6 +11,7 @@ import pytest
 
 from gpu_widgets.server import gpu_activity
 
+from .kernel_children import kernel_with_child
 from .test_alerts import get_alerts
 from .test_gpu_activity import NVML_SERVER, fast_rounds  # noqa: F401  (a fixture)
 
@@ -18,23 +19,6 @@ GIB = 1 << 30
 WINDOW_S = 2.0
 CULLING = {**NVML_SERVER, "cull_idle_gpu_kernels_after_s": WINDOW_S, "alert_idle_kernel_memory_gib": 0.5}
 TWO_GPUS = {"gpus": [{"util_gpu": 0}, {"util_gpu": 0}]}
-
-
-async def notebook_with_child(jp_fetch, jp_serverapp, tmp_path, path: str) -> tuple[str, str, int]:
-    """(session id, kernel id, pid of a ``sleep`` the kernel started) for a notebook at ``path``."""
-    session = json.loads((await jp_fetch("api", "sessions", method="POST", body=json.dumps(
-        {"path": path, "type": "notebook", "name": path, "kernel": {"name": "python3"}}))).body)
-    kernel_id = session["kernel"]["id"]
-    kc = jp_serverapp.kernel_manager.get_kernel(kernel_id).client()
-    kc.start_channels()
-    try:
-        await kc.wait_for_ready(timeout=60)
-        pid_file = tmp_path / f"{kernel_id}.pid"
-        kc.execute(f"import subprocess; _p = subprocess.Popen(['sleep', '300']); open({str(pid_file)!r}, 'w').write(str(_p.pid))")
-        await kc.get_shell_msg(timeout=60)
-    finally:
-        kc.stop_channels()
-    return session["id"], kernel_id, int(pid_file.read_text())
 
 
 def kill(pids) -> None:
@@ -49,8 +33,8 @@ def kill(pids) -> None:
 async def test_an_idle_holder_is_culled_and_a_busy_one_is_not(fast_rounds, in_process_fake_nvml, jp_fetch,  # noqa: F811
                                                               jp_serverapp, tmp_path):
     km = jp_serverapp.kernel_manager
-    _, idle_id, idle_child = await notebook_with_child(jp_fetch, jp_serverapp, tmp_path, "idle.ipynb")
-    busy_session, busy_id, busy_child = await notebook_with_child(jp_fetch, jp_serverapp, tmp_path, "train.ipynb")
+    _, idle_id, idle_child = await kernel_with_child(jp_fetch, jp_serverapp, tmp_path, "idle.ipynb")
+    busy_session, busy_id, busy_child = await kernel_with_child(jp_fetch, jp_serverapp, tmp_path, "train.ipynb")
     try:
         # Given one kernel holding 1 GiB on an idle GPU 0 and another keeping GPU 1 busy
         in_process_fake_nvml({"gpus": [{"util_gpu": 0, "procs": [(idle_child, GIB)]},
@@ -88,7 +72,7 @@ async def test_an_idle_holder_is_culled_and_a_busy_one_is_not(fast_rounds, in_pr
 @pytest.mark.parametrize("gw_config,fake_nvml_config", [({**NVML_SERVER, "alert_idle_minutes": 0.02}, TWO_GPUS)])
 async def test_with_the_policy_off_only_the_alert_fires(fast_rounds, in_process_fake_nvml, jp_fetch,  # noqa: F811
                                                         jp_serverapp, tmp_path):
-    session, kernel_id, child = await notebook_with_child(jp_fetch, jp_serverapp, tmp_path, "idle.ipynb")
+    session, kernel_id, child = await kernel_with_child(jp_fetch, jp_serverapp, tmp_path, "idle.ipynb")
     try:
         in_process_fake_nvml({"gpus": [{"util_gpu": 0, "procs": [(child, 2 * GIB)]}, {"util_gpu": 0}]})
         deadline = time.monotonic() + 30  # the alerts' attribution runs every 5 s

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from .browser_fixtures import SIDEBAR_TAB, shoot, switch_theme
-from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
+from .browser_fixtures import browser, jp_asyncio_loop, jp_server_cleanup, wide_page  # noqa: F401 (fixtures)
 from .lab_server import simulated_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -22,12 +22,8 @@ TOAST = ".Toastify__toast"
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:  # noqa: F811
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    try:
-        yield context.new_page()
-    finally:
-        context.close()
+def page(wide_page: Any) -> Any:
+    return wide_page
 
 
 def test_a_killed_kernel_is_a_notification_saying_why(page: Any, tmp_path: Any) -> None:
