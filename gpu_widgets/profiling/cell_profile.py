@@ -25,15 +25,6 @@ MAX_STEPS = 200
 _active: CellProfile | None = None  # the cell being profiled, if any (one kernel, one cell at a time)
 
 
-def profiler_running() -> bool:
-    """Whether a torch.profiler (or autograd profiler) records in this process now: starting
-    another would silently take its place, so neither trace would be whole."""
-    import torch
-
-    enabled = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
-    return bool(enabled()) if callable(enabled) else False
-
-
 def tick() -> None:
     """A monitored loop's step boundary (the training thread): marks a step of the cell's profile."""
     cell = _active
@@ -55,7 +46,7 @@ class CellProfile:
             from torch.profiler import ProfilerActivity, profile, schedule
         except ImportError:
             raise ProfileError("%%gpuwatch --profile needs PyTorch (torch.profiler): pip install torch") from None
-        if profiler_running():
+        if kineto.running():
             raise ProfileError("%%gpuwatch --profile cannot start torch.profiler: another profile runs in this "
                                "process (a mon.profile(), or a torch.profiler of your own); a second one would "
                                "silently end it")

@@ -180,7 +180,7 @@ class ProfileSession:
     # -- the training thread ----------------------------------------------------------------------
     def _start(self) -> None:
         torch = self.torch
-        if torch.autograd._profiler_enabled():  # stopping ours would stop theirs: never start beside it
+        if kineto.running():  # stopping ours would stop theirs: never start beside it
             raise ProfileError("another torch.profiler runs in this process; profile once it stopped")
         kineto.quiet()
         acts = [torch.profiler.ProfilerActivity.CPU]
