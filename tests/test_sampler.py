@@ -205,6 +205,32 @@ def test_ticks_carry_the_latest_slow_read_and_fill_the_history():
     assert len(hist["timestamps"]) == len(sampler.history)
 
 
+def test_a_slow_read_asked_for_comes_at_once_and_says_when_it_was_taken():
+    # Given a sampler whose slow fields (process lists) are read every 5 s, past its first read
+    sampler = Sampler(SimulatedBackend(n_gpus=1, seed=3), interval_s=0.1, slow_interval_s=5)
+    sampler.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and sampler.slow_read_span is None:
+            time.sleep(0.02)
+        first = sampler.slow_read_span
+        assert first is not None and first[0] <= first[1]
+        # When a caller asks for a read now (it just gave memory back)
+        asked = time.time()
+        sampler.read_slow_soon()
+        deadline = time.monotonic() + 4  # well before the next read on the 5 s grid
+        while time.monotonic() < deadline and sampler.slow_read_span[0] < asked:
+            time.sleep(0.02)
+        # Then a read begun after the ask ended, and a sample taken after it carries it
+        began, ended = sampler.slow_read_span
+        assert began >= asked and ended >= began
+        while time.monotonic() < deadline and sampler.latest["timestamp"] < ended:
+            time.sleep(0.02)
+        assert sampler.latest["timestamp"] >= ended
+    finally:
+        sampler.stop()
+
+
 def test_slow_interval_is_bounded_for_process_freshness():
     with pytest.raises(ValueError, match="at most 5"):
         Sampler(SimulatedBackend(n_gpus=1), slow_interval_s=30)

@@ -23,7 +23,7 @@ from typing import Any
 LARGE = 1 << 20  # a name holding less than 1 MiB of tensors is not worth naming
 MAX_SCAN = 10_000  # objects looked into per container walk: a huge list is not walked whole
 IPYTHON_OUTPUTS = ("_", "__", "___")
-NVML_WAIT_S = 2.5  # for a sample taken after the memory was given back (1 s sampling)
+NVML_WAIT_S = 5.0  # at most, for a process list read after the memory was given back (read at once)
 
 
 @dataclass
@@ -222,7 +222,7 @@ def free_gpu_memory(shell: Any = None) -> FreeReport:
         from .recent_sample import own_gpu_memory, recent_snapshot
 
         freed_at = time.time()
-        after_nvml = own_gpu_memory(recent_snapshot(newer_than=freed_at, wait_s=NVML_WAIT_S))
+        after_nvml = own_gpu_memory(recent_snapshot(newer_than=freed_at, wait_s=NVML_WAIT_S, processes=True))
         report.nvml = [{"gpu": g, "before": b, "after": after_nvml.get(g, 0)} for g, b in sorted(nvml_before.items())]
     if torch is not None and user_ns is not None:
         report.not_touched = _not_touched(user_ns, torch)

@@ -13,25 +13,35 @@ FRESH_S = 5.0
 WAIT_S = 2.0
 
 
-def recent_snapshot(newer_than: float | None = None, wait_s: float = WAIT_S) -> dict[str, Any] | None:
+def recent_snapshot(newer_than: float | None = None, wait_s: float = WAIT_S,
+                    processes: bool = False) -> dict[str, Any] | None:
     """A sample taken after ``newer_than`` (epoch s; default: at most FRESH_S old), or the newest
-    there is once ``wait_s`` passed (None when the sampler cannot be had)."""
+    there is once ``wait_s`` passed (None when the sampler cannot be had). ``processes``: its
+    process lists must also have been read after ``newer_than`` (they are slow fields, read every
+    2 s and carried by the fast samples between: a fresh sample can hold an older list)."""
     try:
         sampler = leases.acquire()
     except leases.ConfigError:
         return None
     after = time.time() - FRESH_S if newer_than is None else newer_than
     try:
+        if processes:
+            sampler.read_slow_soon()
         end = time.monotonic() + wait_s
         while True:
             snap = sampler.latest
-            if snap is not None and snap.get("timestamp", 0) >= after:
+            if snap is not None and snap.get("timestamp", 0) >= after and (not processes or _carries_read_since(snap, sampler, after)):
                 return snap
             if time.monotonic() >= end:
                 return snap  # stale or None: the caller says what it has
             time.sleep(0.05)
     finally:
         leases.release(sampler)
+
+
+def _carries_read_since(snap: dict[str, Any], sampler: Any, after: float) -> bool:
+    span = sampler.slow_read_span
+    return span is not None and span[0] >= after and snap.get("timestamp", 0) >= span[1]
 
 
 def own_gpu_memory(snapshot: dict[str, Any] | None) -> dict[int, int]:

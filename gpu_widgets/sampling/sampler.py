@@ -96,6 +96,7 @@ class Sampler:
         # when start() began; with the threads, so a reader can name the call one is stuck in.
         self._latest_mono: float | None = None
         self._slow_mono: float | None = None
+        self._slow_wall: tuple[float, float] | None = None  # wall times the newest slow read began and ended
         self._started_mono: float | None = None
         self._opener: threading.Thread | None = None
         self._fast_thread: threading.Thread | None = None
@@ -121,6 +122,17 @@ class Sampler:
     @property
     def slow_interval_s(self) -> float:
         return self._slow_interval
+
+    @property
+    def slow_read_span(self) -> tuple[float, float] | None:
+        """Wall times (epoch s) at which the newest slow read (processes, clocks) began and ended:
+        a sample taken at or after the end carries it. None before the first."""
+        return self._slow_wall
+
+    def read_slow_soon(self) -> None:
+        """Take the next slow read now, not at its usual time: a caller that just changed what
+        processes hold (freed memory) wants a process list read after the change."""
+        self._slow_wake.set()
 
     # -- GPM demand ---------------------------------------------------------------------------
     def want_gpm(self, owner: str, lease_s: float | None = GPM_LEASE_S) -> None:
@@ -274,9 +286,10 @@ class Sampler:
         wanted = self.gpm_wanted
         doing, read = inflight.here(), self.backend.read_slow
         doing.enter(read)  # names the read if it hangs (stall.py)
+        began = self.clock.wall()
         try:
             self.backend.gpm = wanted
-            parts = by_memory(read(self.clock.wall()))  # largest first, once per read
+            parts = by_memory(read(began))  # largest first, once per read
         except Exception:
             log.exception("gpu-widgets: slow read failed")
             return False
@@ -284,7 +297,7 @@ class Sampler:
             doing.enter(None)
         first = wanted and not self._slow_gpm
         self._slow, self._slow_gpm = {p["index"]: p for p in parts}, wanted
-        self._slow_mono = self.clock.monotonic()
+        self._slow_mono, self._slow_wall = self.clock.monotonic(), (began, self.clock.wall())
         return first
 
     def tick(self) -> Snapshot | None:
