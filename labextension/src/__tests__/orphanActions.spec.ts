@@ -32,7 +32,11 @@ describe('orphan rows', () => {
     const gpus = [{ index: 1, processes: [p] }] as unknown as IGpu[];
     const words = killConfirmation(p, gpus);
     expect(words.body).toContain('Kill python (pid 4242), orphan of train.ipynb, kernel ended 13:02?');
-    expect(words.body).toContain('frees 1 GiB of GPU memory (1 GiB on GPU 1)');
+    expect(words.body).toContain('frees 1 GiB of GPU memory on GPU 1.');
     expect(words.button).toBe('Kill');
+    const two = [{ index: 0, processes: [{ ...p, used_memory_bytes: 2 * GIB }] }, { index: 1, processes: [p] }];
+    expect(killConfirmation(p, two as unknown as IGpu[]).body)
+      .toContain('frees 3 GiB of GPU memory (2 GiB on GPU 0, 1 GiB on GPU 1).');
+    expect(killConfirmation(p, []).body).toBe('Kill python (pid 4242), orphan of train.ipynb, kernel ended 13:02? SIGTERM first, SIGKILL after 5 s.');
   });
 });

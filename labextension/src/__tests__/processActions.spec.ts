@@ -33,7 +33,7 @@ describe('kernel actions of a process row', () => {
     expect(words.title).toBe('Shut down kernel?');
     expect(words.body).toContain('Shut down the kernel of train.ipynb? It frees 3 GiB of GPU memory (2 GiB on GPU 0, 1 GiB on GPU 1).');
     // from an alert before the panel read the processes: the alert's own figure
-    expect(confirmation('restart', k, [], { gpu: 2, bytes: 4 * GIB }).body).toContain('4 GiB on GPU 2');
+    expect(confirmation('restart', k, [], { gpu: 2, bytes: 4 * GIB }).body).toContain('It frees 4 GiB of GPU memory on GPU 2.');
   });
 });
 

@@ -5,7 +5,7 @@
  *
  * Kept free of JupyterLab imports so that jest can test it in plain node.
  */
-import { formatBytes } from '../ui/format';
+import { freesWords } from './processActions';
 import { IGpu } from '../gpus/gpus';
 import { IAttributedProcess } from '../api/tokens';
 
@@ -39,18 +39,16 @@ export function killConfirmation(
   proc: IAttributedProcess,
   gpus: readonly IGpu[]
 ): { title: string; body: string; button: string } {
-  const where: string[] = [];
-  let total = 0;
+  const perGpu = new Map<number, number>();
   for (const gpu of gpus) {
     for (const p of gpu.processes ?? []) {
       if (p.pid === proc.pid && p.used_memory_bytes !== null) {
-        total += p.used_memory_bytes;
-        where.push(`${formatBytes(p.used_memory_bytes)} on GPU ${gpu.index}`);
+        perGpu.set(gpu.index, (perGpu.get(gpu.index) ?? 0) + p.used_memory_bytes);
       }
     }
   }
   const what = proc.name ? `${proc.name} (pid ${proc.pid})` : `process ${proc.pid}`;
-  const frees = total > 0 ? `It frees ${formatBytes(total)} of GPU memory (${where.join(', ')}).` : '';
+  const frees = perGpu.size ? freesWords(perGpu) : '';
   return {
     title: 'Kill orphaned process?',
     body: `Kill ${what}, ${orphanWords(proc) ?? 'an orphan'}? ${frees} SIGTERM first, SIGKILL after 5 s.`.replace('?  ', '? '),

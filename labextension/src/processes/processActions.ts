@@ -17,6 +17,8 @@ export type KernelAction = 'interrupt' | 'restart' | 'shutdown';
 /** What a process row needs to act on its kernel; the sidebar passes it down. */
 export interface IKernelActions {
   run(action: KernelAction, proc: IAttributedProcess, gpus: readonly IGpu[], held?: IHeld): Promise<void>;
+  /** End an orphaned GPU process (orphanActions.killOffered), after a confirmation. */
+  kill(proc: IAttributedProcess, gpus: readonly IGpu[]): Promise<void>;
 }
 
 /** Memory a kernel holds as an alert tells it, for when the panel has not read the processes. */
@@ -50,6 +52,17 @@ export function kernelMemory(gpus: readonly IGpu[], kernelId: string): { total: 
   return { total: [...perGpu.values()].reduce((a, b) => a + b, 0), perGpu };
 }
 
+/** "It frees 1 GiB of GPU memory on GPU 0." or, on several GPUs, "... (2 GiB on GPU 0, 1 GiB on GPU 1)." */
+export function freesWords(perGpu: ReadonlyMap<number, number>): string {
+  const entries = [...perGpu.entries()];
+  const total = entries.reduce((sum, [, bytes]) => sum + bytes, 0);
+  if (entries.length === 1) {
+    return `It frees ${formatBytes(total)} of GPU memory on GPU ${entries[0][0]}.`;
+  }
+  const where = entries.map(([i, bytes]) => `${formatBytes(bytes)} on GPU ${i}`).join(', ');
+  return `It frees ${formatBytes(total)} of GPU memory (${where}).`;
+}
+
 /** The confirmation of a restart or shutdown: the notebook, and the memory it frees. */
 export function confirmation(
   action: 'restart' | 'shutdown',
@@ -62,8 +75,7 @@ export function confirmation(
   if (!total && held) {
     ({ total, perGpu } = { total: held.bytes, perGpu: new Map([[held.gpu, held.bytes]]) });
   }
-  const where = [...perGpu.entries()].map(([i, bytes]) => `${formatBytes(bytes)} on GPU ${i}`).join(', ');
-  const frees = total > 0 ? `It frees ${formatBytes(total)} of GPU memory (${where}).` : 'It holds no GPU memory now.';
+  const frees = total > 0 ? freesWords(perGpu) : 'It holds no GPU memory now.';
   const lost = 'Its variables are lost; the notebook file stays as it is.';
   return action === 'shutdown'
     ? { title: 'Shut down kernel?', body: `Shut down ${who}? ${frees} ${lost}`, button: 'Shut down' }
