@@ -66,6 +66,7 @@ def gw_config(fake_cgroup):
 
 async def test_sigkill_and_the_container_memory_limit_and_a_shutdown(fake_cgroup, jp_fetch, jp_serverapp):
     _, plain, pid = await start(jp_fetch, jp_serverapp, "plain.ipynb")
+    assert jp_serverapp.kernel_manager.get_kernel(plain)._restarter is not None, "the restarter's callbacks"
     _, oom, oom_pid = await start(jp_fetch, jp_serverapp, "oom.ipynb")
     session, quiet, _ = await start(jp_fetch, jp_serverapp, "quiet.ipynb")
     await asyncio.sleep(5)  # the watcher's looks before the deaths (see DeathWatcher._died)
@@ -96,6 +97,33 @@ async def test_sigkill_and_the_container_memory_limit_and_a_shutdown(fake_cgroup
     assert err.value.code == 400
     doc = json.loads((await jp_fetch(*PREFIX, "openapi.json")).body)
     assert "/kernels/events" in doc["paths"]
+
+
+@pytest.fixture
+def autorestart():
+    return True  # jupyter_client's default: a restarter watches each kernel
+
+
+@pytest.fixture
+def jp_server_config(gw_config, autorestart):
+    return {"ServerApp": {"jpserver_extensions": {"gpu_widgets": True}}, "GpuWidgets": gw_config,
+            "KernelManager": {"autorestart": autorestart}}
+
+
+@pytest.mark.parametrize("autorestart", [False])
+async def test_a_kernel_without_a_restarter_that_dies_says_why_and_once(jp_fetch, jp_serverapp):
+    # Given a server whose kernels are not restarted (autorestart off: no restarter calls back)
+    session, dying, pid = await start(jp_fetch, jp_serverapp, "norestart.ipynb")
+    assert jp_serverapp.kernel_manager.get_kernel(dying)._restarter is None
+    quiet_session, quiet, _ = await start(jp_fetch, jp_serverapp, "quiet.ipynb")
+    await asyncio.sleep(3)  # the watcher's looks before the death
+    # When one is killed from outside and the other shut down on purpose
+    os.kill(pid, signal.SIGTERM)
+    (event,) = await wait_for_death(jp_fetch, dying, limit=20)
+    assert event["notebook_path"] == "norestart.ipynb" and "stopped by SIGTERM" in event["reason"], event
+    await jp_fetch("api", "sessions", quiet_session["id"], method="DELETE")
+    await asyncio.sleep(3)  # more looks: one event per death, none for the shutdown
+    assert [e["kernel_id"] for e in await events(jp_fetch)] == [dying]
 
 
 GIB = 1 << 30

@@ -3,7 +3,9 @@
 ``KernelEvents`` keeps the last ``MAX_EVENTS``; ``GET gpu-widgets/api/v1/kernels/events`` serves them.
 ``DeathWatcher`` hangs a callback on each kernel's restarter (jupyter_client's KernelRestarter fires
 'restart' when it finds the kernel process gone, 'dead' when it gives up): a shutdown asked for
-stops the restarter first, so only a kernel that exited unasked reaches the callback. What the
+stops the restarter first, so only a kernel that exited unasked reaches the callback. A kernel
+without a restarter (``autorestart`` off) has nobody to notice: the watcher's own look polls its
+process, and a shutdown asked for says so (``shutting_down``) before the process ends. What the
 kernel held is remembered from the watcher's own periodic look (the kernel is gone by then).
 """
 from __future__ import annotations
@@ -113,6 +115,7 @@ class DeathWatcher:
         self.km, self.sessions, self.service, self.events = kernel_manager, session_manager, service, events
         self.cgroup_root, self.log = cgroup_root, log
         self._watched: set[str] = set()
+        self._seen_dead: set[str] = set()  # restarter-less kernels whose death is recorded
         self._last: dict[str, dict[str, Any]] = {}
         self._paths: dict[str, str] = {}
         # (time, oom_kill) of the recent looks: the restarter notices a death up to time_to_dead late.
@@ -137,6 +140,9 @@ class DeathWatcher:
                 self._watch(kernel_id)
             # Bounded by the kernels alive now (a death's figures were taken at its callback).
             self._watched &= live
+            self._seen_dead &= live
+            for kernel_id in self._watched - self._seen_dead:
+                self._poll_unrestarted(kernel_id)
             for book in (self._last, self._paths):
                 for gone in set(book) - live:
                     del book[gone]
@@ -159,6 +165,19 @@ class DeathWatcher:
         for event in ("restart", "dead"):
             km.add_restart_callback(lambda k=kernel_id, m=km: self._died(k, m), event)
         self._watched.add(kernel_id)
+
+    def _poll_unrestarted(self, kernel_id: str) -> None:
+        """A kernel with no restarter to call back: its process has exited, and nobody asked."""
+        try:
+            km = self.km.get_kernel(kernel_id)
+        except KeyError:
+            return
+        if getattr(km, "_restarter", None) is not None or getattr(km, "shutting_down", False):
+            return
+        process = getattr(getattr(km, "provisioner", None), "process", None)
+        if process is not None and process.poll() is not None:
+            self._seen_dead.add(kernel_id)
+            self._died(kernel_id, km)
 
     def _died(self, kernel_id: str, km: Any) -> None:
         """The restarter's callback (on the loop): read what must be read now, the rest in a task."""
