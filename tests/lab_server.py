@@ -256,6 +256,16 @@ def simulated_lab(workdir: Path, gpus: int, faults: str, interval_s: float = 0.5
     return LabServer(workdir, env=env, args=[f"--GpuWidgets.interval_s={interval_s}"])
 
 
+def fake_nvml_lab(workdir: Path, driver: Any, interval_s: float = 0.2) -> LabServer:
+    """A LabServer (not started) on the fake NVML of ``driver`` (conftest's fake_driver), fast
+    and slow fields both read every ``interval_s`` (process rows come quickly)."""
+    from .fake_nvml import fake_nvml_env
+
+    env = {**fake_nvml_env(driver.lib_dir, driver.config_path), "GPU_WIDGETS_BACKEND": "nvml"}
+    return LabServer(workdir, env=env, args=[f"--GpuWidgets.interval_s={interval_s}",
+                                             f"--GpuWidgets.slow_interval_s={interval_s}"])
+
+
 def launch_chromium(playwright: Any) -> Any:
     """The Debian chromium, headless, through Playwright's sync API."""
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)

@@ -24,16 +24,8 @@ export class KernelActions implements IKernelActions {
     if (!id) {
       return; // never offered (processActions.kernelActionsFor)
     }
-    if (action !== 'interrupt') {
-      const words = confirmation(action, proc, gpus, held);
-      const answer = await showDialog({
-        title: words.title,
-        body: words.body,
-        buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: words.button })]
-      });
-      if (!answer.button.accept) {
-        return;
-      }
+    if (action !== 'interrupt' && !(await confirmed(confirmation(action, proc, gpus, held)))) {
+      return;
     }
     const settings = this._services.serverSettings;
     try {
@@ -52,13 +44,7 @@ export class KernelActions implements IKernelActions {
   }
 
   async kill(proc: IAttributedProcess, gpus: readonly IGpu[]): Promise<void> {
-    const words = killConfirmation(proc, gpus);
-    const answer = await showDialog({
-      title: words.title,
-      body: words.body,
-      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: words.button })]
-    });
-    if (!answer.button.accept) {
+    if (!(await confirmed(killConfirmation(proc, gpus)))) {
       return;
     }
     try {
@@ -79,4 +65,14 @@ export class KernelActions implements IKernelActions {
     }
     this._afterShutdown();
   }
+}
+
+/** Ask with Cancel and a warning button; whether the user chose the warning one. */
+async function confirmed(words: { title: string; body: string; button: string }): Promise<boolean> {
+  const answer = await showDialog({
+    title: words.title,
+    body: words.body,
+    buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: words.button })]
+  });
+  return answer.button.accept;
 }
