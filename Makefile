@@ -154,7 +154,7 @@ test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 	@# So must its built-in catalogue match gpu_widgets/metrics/catalogue.py (`jlpm gen:catalogue`; python3 is $(BIN)'s).
 	$(JLPM) check:catalogue
 	@if [ -x node_modules/.bin/jest ]; then set -x; $(JLPM) test; else echo "jest not installed: skipping the JS tests"; fi
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=30 $(PYTEST_ARGS)
 
 # python -m build makes the sdist, then the wheel FROM the sdist, with a fresh production
 # build of the labextension: what a user gets from PyPI.
