@@ -4,10 +4,14 @@ another process holding memory on the GPU, the cell's output after a constructed
 itself reaching the user unchanged."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -38,12 +42,13 @@ def test_another_process_holding_the_gpu_is_the_cause_and_other_users_stay_priva
              {"pid": 77, "used_memory_bytes": 2 * GIB, "uid": os.getuid() + 1, "name": "secret", "command": "secret"},
              {"pid": os.getpid(), "used_memory_bytes": 45 * GIB, "uid": os.getuid(), "name": "me"}]
     pm = post_mortem(oom(), snapshot(procs))
+    # no Jupyter server started this test: the kernel is named by its id
     assert pm.cause == "Jupyter kernel 1a2b3c4d (pid 4242) holds 30.00 GiB of GPU 0; with the others, 32.00 GiB"
     assert pm.facts["requested_bytes"] == 4 * GIB and pm.facts["free_bytes"] == GIB
     assert pm.facts["total_bytes"] == round(79.19 * GIB) and pm.facts["allocated_bytes"] == 44 * GIB
     # this process is not one of the others; the other user's process is pid and memory only
     assert pm.facts["others"] == [
-        {"pid": 4242, "used_memory_bytes": 30 * GIB, "name": "python", "notebook": "Jupyter kernel 1a2b3c4d"},
+        {"pid": 4242, "used_memory_bytes": 30 * GIB, "name": "python", "kernel_id": "1a2b3c4d-9999", "notebook": None},
         {"pid": 77, "used_memory_bytes": 2 * GIB}]
     text = pm.text()
     assert "GPU 0: asked for 4.00 GiB, 1.00 GiB was free of 79.19 GiB." in text
@@ -103,21 +108,26 @@ KERNEL_CELLS = [
 ]
 
 
+def execute(kc, cells: list[str]) -> list[list[dict]]:
+    """Each cell's iopub messages, run one after the other by the kernel client ``kc``."""
+    outputs = []
+    for code in cells:
+        msg_id = kc.execute(code)
+        got = []
+        while True:
+            msg = kc.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+            got.append({"type": msg["msg_type"], **msg["content"]})
+        outputs.append(got)
+    return outputs
+
+
 def run_kernel(env: dict, cells: list[str], cwd: str) -> list[list[dict]]:
     with running_kernel(env, cwd) as (_, kc):
-        outputs = []
-        for code in cells:
-            msg_id = kc.execute(code)
-            got = []
-            while True:
-                msg = kc.get_iopub_msg(timeout=60)
-                if msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                    break
-                got.append({"type": msg["msg_type"], **msg["content"]})
-            outputs.append(got)
-        return outputs
+        return execute(kc, cells)
 
 
 def test_in_a_real_kernel_the_cell_shows_the_post_mortem_after_its_error(fake_driver, tmp_path):
@@ -142,3 +152,98 @@ def test_in_a_real_kernel_the_cell_shows_the_post_mortem_after_its_error(fake_dr
     assert "GPU 0: asked for 2.00 GiB, 512 MiB was free of 80.00 GiB." in text
     assert "application/vnd.jupyter.widget-view+json" in data and "Out of GPU memory" in data["text/html"]
     assert failed.index(errors[0]) < failed.index(shown[0])  # after the traceback
+
+
+def test_under_a_jupyter_server_another_kernel_is_named_by_its_notebook(fake_driver, tmp_path):
+    from jupyter_client import BlockingKernelClient
+
+    from .lab_server import fake_nvml_lab
+
+    # Given a real JupyterLab (token auth on) whose notebook holder.ipynb holds 30 GiB of GPU 0
+    lab = fake_nvml_lab(tmp_path / "lab", fake_driver)
+    lab.extra_env["GPU_WIDGETS_RUN_DIR"] = str(tmp_path / "runs")
+    with lab:
+        _, holder = lab.start_notebook_kernel("holder.ipynb")
+        fake_driver.write({"gpus": [{"memory_total": 80 * GIB, "memory_used": 75 * GIB, "procs": [(holder, 30 * GIB)]}]})
+        # when the notebook trainer.ipynb runs out of memory
+        trainer, _ = lab.start_notebook_kernel("trainer.ipynb")
+        kc = BlockingKernelClient(connection_file=str(lab.workdir / "runtime" / f"kernel-{trainer['kernel']['id']}.json"))
+        kc.load_connection_file()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=60)
+            _, failed = execute(kc, KERNEL_CELLS[:2])
+        finally:
+            kc.stop_channels()
+    # then its post-mortem names the other notebook, asked of the server that started the kernel
+    text = "".join(m["data"]["text/plain"] for m in failed if m["type"] == "display_data")
+    assert f"the notebook holder.ipynb (pid {holder}) holds 30.00 GiB of GPU 0" in text, failed
+    assert f"Also on GPU 0: pid {holder} · the notebook holder.ipynb · 30.00 GiB." in text
+
+
+class _Sessions(BaseHTTPRequestHandler):
+    """A stand-in Jupyter server's sessions API: the answer the test put on the class, if the token is right."""
+    answer: bytes = b"[]"
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        ok = self.path == "/api/sessions" and self.headers.get("Authorization") == "token t0ken"
+        self.send_response(200 if ok else 403)
+        self.end_headers()
+        self.wfile.write(self.answer if ok else b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def sessions_server(tmp_path, monkeypatch):
+    """A server info file naming this process's parent (an ancestor, as a kernel's server is) and a
+    loopback server behind it; yields a function that sets its answer."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Sessions)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    (runtime / f"jpserver-{os.getppid()}.json").write_text(json.dumps(
+        {"pid": os.getppid(), "url": f"http://127.0.0.1:{httpd.server_port}/", "token": "t0ken"}))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # never used for the server's own address
+
+    def answer(body: bytes) -> None:
+        _Sessions.answer = body
+
+    yield answer
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_the_notebooks_of_kernels_come_from_the_server_and_a_bad_answer_leaves_the_ids(sessions_server):
+    from gpu_widgets.memory.kernel_notebooks import MAX_BYTES, notebook_paths
+
+    good = [{"path": "a/holder.ipynb", "kernel": {"id": "k1"}}, {"path": "other.ipynb", "kernel": {"id": "k9"}},
+            {"path": 7, "kernel": {"id": "k2"}}, {"kernel": "k3"}, "junk", {"path": "x" * 5000, "kernel": {"id": "k4"}}]
+    sessions_server(json.dumps(good).encode())
+    paths = notebook_paths(["k1", "k2", "k3", "k4"])
+    assert paths == {"k1": "a/holder.ipynb", "k4": "x" * 1024}  # only those asked; odd entries skipped; bounded
+    for bad in (b"not json", b'{"path": "a"}', b"[" * 100_000, b"[" + b" " * MAX_BYTES + b"]"):
+        sessions_server(bad)
+        assert notebook_paths(["k1"]) == {}
+    procs = [{"pid": 4242, "used_memory_bytes": 30 * GIB, "uid": os.getuid(), "name": "python",
+              "command": "python -m ipykernel_launcher -f /run/jupyter/kernel-1a2b3c4d-9999.json"}]
+    sessions_server(json.dumps([{"path": "holder.ipynb", "kernel": {"id": "1a2b3c4d-9999"}}]).encode())
+    pm = post_mortem(oom(), snapshot(procs))
+    assert pm.cause == "the notebook holder.ipynb (pid 4242) holds 30.00 GiB of GPU 0"
+    assert pm.facts["others"][0]["notebook"] == "holder.ipynb"
+
+
+def test_a_server_that_refuses_leaves_the_kernel_id(sessions_server, monkeypatch):
+    from gpu_widgets.memory.kernel_notebooks import notebook_paths
+
+    sessions_server(b'[{"path": "holder.ipynb", "kernel": {"id": "k1"}}]')
+    assert notebook_paths(["k1"]) == {"k1": "holder.ipynb"}
+    info = next(Path(os.environ["JUPYTER_RUNTIME_DIR"]).glob("jpserver-*.json"))
+    info.write_text(json.dumps({**json.loads(info.read_text()), "token": "wrong"}))
+    assert notebook_paths(["k1"]) == {}  # 403
+    info.write_text(json.dumps({**json.loads(info.read_text()), "token": ""}))
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "t0ken")  # a single-user server's kernels have it
+    assert notebook_paths(["k1"]) == {"k1": "holder.ipynb"}

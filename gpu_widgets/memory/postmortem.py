@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from .kernel_notebooks import notebook_paths
 from .oom_message import parse_oom
 
 MARGIN = 0.10  # of the GPU, kept free in the batch estimate (the monitor's batch advice keeps the same)
@@ -77,11 +78,22 @@ def _others(snapshot: dict[str, Any] | None, index: int | None) -> list[dict[str
             continue
         entry: dict[str, Any] = {"pid": p.get("pid"), "used_memory_bytes": p.get("used_memory_bytes")}
         if p.get("uid") == uid:  # our own user's: what it is (other users' stay pid and memory)
-            entry["name"] = p.get("name")
-            kernel = _KERNEL.search(p.get("command") or "")
-            entry["notebook"] = f"Jupyter kernel {kernel.group(1)[:8]}" if kernel else None
+            command = p.get("command")
+            kernel = _KERNEL.search(command) if isinstance(command, str) else None
+            entry.update(name=p.get("name"), kernel_id=kernel.group(1) if kernel else None, notebook=None)
         out.append(entry)
+    paths = notebook_paths(e["kernel_id"] for e in out if e.get("kernel_id"))
+    for entry in out:
+        if entry.get("kernel_id") in paths:
+            entry["notebook"] = paths[entry["kernel_id"]]
     return sorted(out, key=lambda e: -(e["used_memory_bytes"] or 0))
+
+
+def _who(p: dict[str, Any]) -> str | None:
+    """A kernel of ours as a person knows it: its notebook, else its kernel id."""
+    if p.get("notebook"):
+        return f"the notebook {p['notebook']}"
+    return f"Jupyter kernel {p['kernel_id'][:8]}" if p.get("kernel_id") else None
 
 
 def _allocator(cuda_index: int | None) -> dict[str, Any]:
@@ -121,8 +133,8 @@ def post_mortem(exc: BaseException, snapshot: dict[str, Any] | None = None, batc
                  "wrong (a shape, a unit), or work meant for a larger GPU or for several")
     elif facts["others"] and total and others_bytes >= max(req or 0, OTHERS_SHARE * total):
         top = facts["others"][0]
-        who, name = top.get("notebook") or "another process", top.get("name")
-        detail = f"pid {top['pid']}, {name}" if name and not top.get("notebook") else f"pid {top['pid']}"
+        who, name = _who(top) or "another process", top.get("name")
+        detail = f"pid {top['pid']}, {name}" if name and not _who(top) else f"pid {top['pid']}"
         cause = f"{who} ({detail}) holds {gib(top['used_memory_bytes'])} of {where}"
         if len(facts["others"]) > 1:
             cause += f"; with the others, {gib(others_bytes)}"
@@ -143,7 +155,7 @@ def post_mortem(exc: BaseException, snapshot: dict[str, Any] | None = None, batc
             mine += f", {gib(unalloc)} more reserved but unallocated"
         lines.append(mine + ".")
     for p in facts["others"][:8]:
-        what = p.get("notebook") or p.get("name") or "another user's process (details hidden)"
+        what = _who(p) or p.get("name") or "another user's process (details hidden)"
         made_up = " (a SIMULATED process: these GPUs are not real)" if simulated else ""
         lines.append(f"Also on {where}: pid {p['pid']} · {what} · {gib(p['used_memory_bytes'])}{made_up}.")
     if unalloc and total and (unalloc >= FRAGMENT_SHARE * total or cause.startswith("fragmentation")):
