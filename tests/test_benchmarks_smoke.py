@@ -127,3 +127,11 @@ def test_cluster_benchmark_smoke_run(tmp_path: Path) -> None:
     assert load["overview_ms"]["n"] > 0 and load["detail_ms"]["n"] > 0 and load["loop_lag_ms"]["n"] > 0
     assert [t["status"] in ("met", "MISSED") for t in result["targets"]] == [True, True, True]
     assert "| cluster endpoint p95" in proc.stdout
+
+
+def test_kernel_look_benchmark_smoke_run() -> None:
+    # The family-walk benchmark (docs/benchmarks.md) runs and prints both figures and their ratio
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.kernel_look", "--processes", "10", "--kernels", "1",
+                           "--rounds", "2"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert "psutil children(recursive=True) per kernel" in proc.stdout and "ratio:" in proc.stdout

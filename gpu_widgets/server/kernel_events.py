@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 from tornado.ioloop import PeriodicCallback
 
+from ..service import process_family
 from . import cgroup, kernels
 
 MAX_EVENTS = 200
@@ -87,25 +88,26 @@ def held_by(pids: set[int], snap: Any) -> dict[str, int]:
     return out
 
 
+def _rss(pid: int) -> int:
+    try:
+        return psutil.Process(pid).memory_info().rss
+    except psutil.Error:  # a member that ended meanwhile
+        return 0
+
+
 def look(roots: dict[int, str], snap: Any) -> dict[str, dict[str, Any]]:
     """kernel id -> its pids (itself and descendants), host memory and GPU memory now (a worker: /proc)."""
     out: dict[str, dict[str, Any]] = {}
     for pid, kernel_id in roots.items():
-        pids, rss = {pid}, 0
         try:
-            proc = psutil.Process(pid)
-            if proc.status() == psutil.STATUS_ZOMBIE:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
                 continue  # dead, not yet reaped: keep what the look before saw
-            family = [proc, *proc.children(recursive=True)]
-            for member in family:
-                pids.add(member.pid)
-                try:
-                    rss += member.memory_info().rss
-                except psutil.Error:
-                    pass
         except psutil.Error:
-            rss = None  # type: ignore[assignment]
-        out[kernel_id] = {"pids": pids, "host_memory_bytes": rss, "gpu": held_by(pids, snap), "time": time.time()}
+            out[kernel_id] = {"pids": {pid}, "host_memory_bytes": None, "gpu": held_by({pid}, snap), "time": time.time()}
+            continue
+        pids = process_family.family(pid) or {pid}
+        out[kernel_id] = {"pids": pids, "host_memory_bytes": sum(_rss(m) for m in pids), "gpu": held_by(pids, snap),
+                          "time": time.time()}
     return out
 
 
