@@ -48,6 +48,44 @@ def test_load_of_two_ranks_draws_step_time_and_data_wait_by_rank(tmp_path):
     assert np.asarray(marks(charts, "gpu_util")["rank 1 · GPU 1"].y).tolist() == [51.0] * 3
 
 
+def test_a_gpu_that_every_rank_of_a_host_recorded_is_one_line_named_by_all_of_them(tmp_path):
+    """CPU ranks each record every GPU of their machine: one line per GPU, not one per rank."""
+    path = make_launch(tmp_path, hosts=("node-a",) * 4, statuses=("finished",) * 4, steps=(20,) * 4,
+                       waits=(0.001,) * 4, gpu_index=(0, 0, 0, 1))
+    mon = TrainingMonitor.load(path)
+    gpus = drawn(mon.parts.view.charts, "gpu_util")
+    assert sorted(gpus) == ["rank 3 · GPU 1", "ranks 0–2 · GPU 0"]
+    assert np.asarray(gpus["ranks 0–2 · GPU 0"].y).tolist() == [50.0] * 3  # rank 0's readings
+    assert gpus["ranks 0–2 · GPU 0"].colors != gpus["rank 3 · GPU 1"].colors
+    texts = {t.get_text() for ax in draw_figure_of(mon).axes if ax.get_legend() for t in ax.get_legend().get_texts()}
+    assert any(t.startswith("ranks 0–2 · GPU 0") for t in texts) and not any(t.startswith("rank 1 · GPU") for t in texts)
+
+
+def test_the_same_gpu_index_on_two_hosts_or_with_its_own_pytorch_readings_stays_apart(tmp_path):
+    path = make_launch(tmp_path, hosts=("node-a", "node-a", "node-b"), statuses=("finished",) * 3,
+                       steps=(20,) * 3, waits=(0.001,) * 3, gpu_index=(0, 0, 0))
+    write_lines(path / "rank-1" / "gpu.jsonl", [{"time": T0 + 3, "gpu": 0, "utilization_gpu_percent": 51,
+                                                 "torch_allocated_bytes": 2 ** 30}])
+    gpus = drawn(TrainingMonitor.load(path).parts.view.charts, "gpu_util")
+    assert sorted(gpus) == ["rank 0 · node-a · GPU 0", "rank 1 · node-a · GPU 0", "rank 2 · node-b · GPU 0"]
+
+
+def test_follow_renames_a_gpu_line_once_another_rank_turns_out_to_share_it(tmp_path):
+    path = make_launch(tmp_path, hosts=ONE_HOST, statuses=("running", "running"), steps=(10, 10), gpu_index=(0, 0))
+    (path / "rank-1" / "gpu.jsonl").write_text("")
+    mon = TrainingMonitor.follow(path, display=False, poll_s=0.05)
+    charts = mon.parts.view.charts
+    wait_until(lambda: "gpu_util" in charts and sorted(drawn(charts, "gpu_util")) == ["rank 0 · GPU 0"],
+               what="rank 0's GPU alone")
+    write_lines(path / "rank-1" / "gpu.jsonl", [{"time": T0 + i, "gpu": 0, "utilization_gpu_percent": 51}
+                                               for i in range(2)])
+    wait_until(lambda: sorted(drawn(charts, "gpu_util")) == ["ranks 0, 1 · GPU 0"], what="one line named by both")
+    for r in (0, 1):
+        meta = json.loads((path / f"rank-{r}" / "run.json").read_text())
+        write_json(path / f"rank-{r}" / "run.json", {**meta, "status": "finished", "ended": T0 + 10})
+    assert mon.parts.follower.done.wait(30)
+
+
 def test_two_hosts_name_each_rank_and_gpu_with_its_host(tmp_path):
     mon = TrainingMonitor.load(make_launch(tmp_path, waits=(0.001, 0.05), gpu_index=(0, 0)))
     charts = mon.parts.view.charts

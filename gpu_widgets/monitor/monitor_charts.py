@@ -183,6 +183,7 @@ class MonitorCharts:
                 out.extend(self.summary_lines(devices, gpu_points))
         else:
             out.extend(self.clear_summary())
+            out.extend(self.clear_relabelled(devices))
             for d in devices:
                 key = d.index if d.label is None else d.label
                 if self.gpu_drawn.get(key) != d.samples:
@@ -283,6 +284,18 @@ class MonitorCharts:
         for key in [k for k in self.gpu_drawn if isinstance(k, str)]:
             del self.gpu_drawn[key]
         return _emptied(names)
+
+    def clear_relabelled(self, devices: Sequence[DeviceTrace]) -> list[LineData]:
+        """A launch's GPU lines whose label is gone, emptied: "rank 0 · GPU 0" once rank 1 turns
+        out to have recorded the same GPU ("ranks 0, 1 · GPU 0")."""
+        labels = {d.label for d in devices if d.label is not None}
+        for key in [k for k in self.gpu_drawn if isinstance(k, str) and k not in labels]:
+            del self.gpu_drawn[key]
+        # a line's name is its GPU's label, or the label and a suffix (" PyTorch allocated", " throttled")
+        stale = {(c, name, style) for c, name, style in self.gpu_names
+                 if name not in labels and not any(name.startswith(label + " ") for label in labels)}
+        self.gpu_names -= stale
+        return _emptied(sorted(stale))
 
     def nonfinite(self, records: Records) -> dict[str, tuple[int, float, int]]:
         """Keys that logged NaN or inf: (step of the first, its value, how many)."""

@@ -9,7 +9,8 @@ slowest one (over its last RECENT_BINS bins), as the GPU charts summarise many G
 
 The GPUs of rank r > 0 are folded into a GpuTrace of their own (on rank 0's time axis), and every
 rank's GPUs are drawn with a label ``rank r · host · GPU i`` (DeviceTrace.label) and a colour slot
-of their own; more than MAX_RANK_LINES of them: the GPU charts' summary. Fed through RunFeed's hooks
+of their own, a GPU that several ranks of a host recorded once ("ranks 0, 1 · GPU 0"); more than
+MAX_RANK_LINES of them: the GPU charts' summary. Fed through RunFeed's hooks
 by load(), follow() and, once displayed, rank 0's live monitor (launch_tails reads the files). A
 single-process run has no RankCharts: nothing here runs.
 """
@@ -39,6 +40,27 @@ CHARTS = ((STEP_CHART, STEP_TITLE), (WAIT_CHART, WAIT_TITLE))
 def rank_label(rank: int, host: str | None, hosts: bool) -> str:
     """"rank 1", or "rank 1 · node-b" when the launch spans several hosts."""
     return f"rank {rank} · {host}" if hosts and host else f"rank {rank}"
+
+
+def ranks_label(ranks: Sequence[int], host: str | None, hosts: bool) -> str:
+    """rank_label for one rank; "ranks 0, 2" or "ranks 0–3" (runs of three or more as a range)
+    for the ranks that recorded one GPU."""
+    if len(ranks) == 1:
+        return rank_label(ranks[0], host, hosts)
+    runs: list[list[int]] = []
+    for r in sorted(set(ranks)):
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    words = ", ".join(f"{run[0]}–{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
+    return f"ranks {words} · {host}" if hosts and host else f"ranks {words}"
+
+
+def _has_torch(d: DeviceTrace) -> bool:
+    """Whether the rank's copy of a GPU carries its own process's PyTorch allocator readings."""
+    curve = d.curves.get("torch_allocated")
+    return curve is not None and curve.count > 0
 
 
 class RankSeries:
@@ -124,15 +146,34 @@ class RankCharts:
 
     # -- GPUs -------------------------------------------------------------------------------------
     def devices(self, rank0: Sequence[DeviceTrace]) -> list[DeviceTrace]:
-        """Rank 0's GPUs shown and every other rank's, each labelled with its rank (and host)."""
-        out: list[DeviceTrace] = []
+        """Rank 0's GPUs shown and every other rank's, each labelled with its rank (and host).
+
+        A GPU that several ranks of one host recorded (CPU ranks each see every GPU of the
+        machine; ranks sharing one GPU) is drawn once, from the lowest of them, labelled with
+        all of them ("ranks 0–3 · GPU 0"): the same device's readings, not a GPU per rank. A
+        later rank's copy that carries its own PyTorch allocator readings stays a line of its own."""
+        kept: dict[tuple[str, str], tuple[DeviceTrace, list[int]]] = {}
+        drawn: list[tuple[DeviceTrace, list[int], str | None]] = []
         for rank, devices in [(0, rank0)] + [(r, sorted(s.trace.devices.values(), key=lambda d: d.index))
                                              for r, s in sorted(self.series.items()) if r and s.trace is not None]:
             host = self.series[rank].host if rank in self.series else None
             for d in devices:
-                d.label = f"{rank_label(rank, host, self.several_hosts)} · GPU {d.index}"
-                d.slot = len(out)
-                out.append(d)
+                # NVML's index is the machine's (CUDA_VISIBLE_DEVICES does not renumber it); a
+                # rank of no known host is never taken for another's
+                key = (host, d.uuid or f"index {d.index}") if host else None
+                first = kept.get(key) if key else None
+                if first is not None and not _has_torch(d):
+                    first[1].append(rank)
+                    continue
+                entry = (d, [rank], host)
+                if key:
+                    kept.setdefault(key, entry[:2])
+                drawn.append(entry)
+        out: list[DeviceTrace] = []
+        for d, ranks, host in drawn:
+            d.label = f"{ranks_label(ranks, host, self.several_hosts)} · GPU {d.index}"
+            d.slot = len(out)
+            out.append(d)
         return out
 
     # -- drawing ----------------------------------------------------------------------------------
