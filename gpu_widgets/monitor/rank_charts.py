@@ -152,7 +152,7 @@ class RankCharts:
         machine; ranks sharing one GPU) is drawn once, from the lowest of them, labelled with
         all of them ("ranks 0–3 · GPU 0"): the same device's readings, not a GPU per rank. A
         later rank's copy that carries its own PyTorch allocator readings stays a line of its own."""
-        kept: dict[tuple[str, str], tuple[DeviceTrace, list[int]]] = {}
+        ranks_of: dict[tuple[str, str], list[int]] = {}  # a GPU drawn -> the ranks that recorded it
         drawn: list[tuple[DeviceTrace, list[int], str | None]] = []
         for rank, devices in [(0, rank0)] + [(r, sorted(s.trace.devices.values(), key=lambda d: d.index))
                                              for r, s in sorted(self.series.items()) if r and s.trace is not None]:
@@ -161,14 +161,13 @@ class RankCharts:
                 # NVML's index is the machine's (CUDA_VISIBLE_DEVICES does not renumber it); a
                 # rank of no known host is never taken for another's
                 key = (host, d.uuid or f"index {d.index}") if host else None
-                first = kept.get(key) if key else None
-                if first is not None and not _has_torch(d):
-                    first[1].append(rank)
+                if key in ranks_of and not _has_torch(d):
+                    ranks_of[key].append(rank)
                     continue
-                entry = (d, [rank], host)
+                ranks = [rank]
                 if key:
-                    kept.setdefault(key, entry[:2])
-                drawn.append(entry)
+                    ranks_of.setdefault(key, ranks)
+                drawn.append((d, ranks, host))
         out: list[DeviceTrace] = []
         for d, ranks, host in drawn:
             d.label = f"{ranks_label(ranks, host, self.several_hosts)} · GPU {d.index}"
