@@ -102,12 +102,12 @@ def look(roots: dict[int, str], snap: Any) -> dict[str, dict[str, Any]]:
         try:
             if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
                 continue  # dead, not yet reaped: keep what the look before saw
-        except psutil.Error:
-            out[kernel_id] = {"pids": {pid}, "host_memory_bytes": None, "gpu": held_by({pid}, snap), "time": time.time()}
-            continue
-        pids = process_family.family(pid) or {pid}
-        out[kernel_id] = {"pids": pids, "host_memory_bytes": sum(_rss(m) for m in pids), "gpu": held_by(pids, snap),
-                          "time": time.time()}
+        except psutil.Error:  # gone: its host memory is not known
+            pids, rss = {pid}, None
+        else:
+            pids = process_family.family(pid) or {pid}
+            rss = sum(_rss(m) for m in pids)
+        out[kernel_id] = {"pids": pids, "host_memory_bytes": rss, "gpu": held_by(pids, snap), "time": time.time()}
     return out
 
 
