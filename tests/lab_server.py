@@ -77,6 +77,10 @@ def write_user_settings(settings_dir: Path, settings: Mapping[str, Mapping[str, 
         path.write_text(json.dumps(values, indent=2))
 
 
+# Where each app keeps its workspaces (a plain jupyter server has none).
+WORKSPACE_OPTION = {"lab": "LabApp", "notebook": "JupyterNotebookApp", "server": None}
+
+
 class LabServer:
     """A running ``jupyter lab`` (or ``jupyter notebook``: Notebook 7); use as a context manager
     (or call start/stop)."""
@@ -91,8 +95,9 @@ class LabServer:
         app: str = "lab",
         command_prefix: Sequence[str] = (),
     ) -> None:
-        if app not in ("lab", "notebook"):
-            raise ValueError(f"app must be 'lab' (JupyterLab) or 'notebook' (Notebook 7), got {app!r}")
+        if app not in WORKSPACE_OPTION:
+            raise ValueError(f"app must be 'lab' (JupyterLab), 'notebook' (Notebook 7) or 'server' (a plain "
+                             f"jupyter server), got {app!r}")
         self.app = app
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="gw-lab-"))
@@ -125,7 +130,8 @@ class LabServer:
             "--ServerApp.port_retries=0",  # fail rather than silently move to another port
             f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={self.root}",
-            f"--{'LabApp' if self.app == 'lab' else 'JupyterNotebookApp'}.workspaces_dir={self.workdir / 'workspaces'}",
+            *([f"--{WORKSPACE_OPTION[self.app]}.workspaces_dir={self.workdir / 'workspaces'}"]
+              if WORKSPACE_OPTION[self.app] else []),
             *self.extra_args,
         ]
         if os.geteuid() == 0:

@@ -59,7 +59,10 @@ class KernelCuller:
             kernel = self.serverapp.kernel_manager.get_kernel(kernel_id)
         except KeyError:
             return False
-        if getattr(kernel, "execution_state", None) in ("busy", "starting"):
+        # Only "busy" spares it: a kernel no client ever talked to stays "starting" for good in
+        # jupyter_server (no status message reaches it), however long it has held the GPU; one that
+        # is really starting has a last activity within the window.
+        if getattr(kernel, "execution_state", None) == "busy":
             return False
         last = getattr(kernel, "last_activity", None)
         return last is None or (utcnow() - last).total_seconds() >= self.after_s
