@@ -743,4 +743,4 @@ def test_source_compiles_without_warnings(omit_all):
         text=True,
     )
     assert proc.returncode == 0, proc.stderr
-    assert len(exported_functions()) == 54
+    assert len(exported_functions()) == 55

@@ -53,6 +53,11 @@ class Backend(ABC):
     def read_slow(self, t: float) -> list[SlowRead]:
         """One dict per device: ``index``, the SLOW fields and ``unavailable``."""
 
+    def process_note(self) -> str | None:
+        """One line on how its processes' pids were found, where they are not the host's (a
+        container); None where its pids are the processes' own."""
+        return None
+
     def prime_gpm(self) -> bool:
         """Take the first of the two GPM samples now; True when the caller must wait before the
         second (a backend whose figures need no second sample says False)."""

@@ -16,6 +16,7 @@ import psutil
 
 from ..metrics.samples import ProcessEntry
 from .base import USAGE_OFF
+from .pid_match import PID, Match, by_pid
 
 _DETAILS = ("name", "uid", "user", "command")
 # A command line can be 2 MB (ARG_MAX); it goes out in every sample, so it is cut to this many
@@ -39,18 +40,24 @@ class ProcessDescriber:
         self._lists: dict[tuple[tuple[int, int | None], ...], tuple[list[ProcessEntry], float]] = {}
 
     def entries(self, used: list[tuple[int, int | None]]) -> list[ProcessEntry]:
-        """The public entries of one GPU's processes, ``used`` being (pid, GPU memory) pairs.
+        """The public entries of one GPU's processes, ``used`` being (pid, GPU memory) pairs that
+        NVML gave and that name local processes (see ``matched``)."""
+        return self.matched(by_pid(used))
 
-        The same list object comes back while those pairs stay the same (up to REVALIDATE_S):
+    def matched(self, matches: list[Match]) -> list[ProcessEntry]:
+        """The public entries of one GPU's processes, matched to local ones (pid_match.py).
+
+        The same list object comes back while the matches stay the same (up to REVALIDATE_S):
         callers must not modify it (the server and the widgets copy before they change anything).
         """
-        key = tuple(used)
+        key = tuple(matches)
         now = time.monotonic()
         with self._lock:
             hit = self._lists.get(key)
         if hit is not None and now - hit[1] < REVALIDATE_S:
             return hit[0]
-        built = [process_entry(pid, mem, self.describe(pid)) for pid, mem in used]
+        built = [process_entry(m.pid, m.memory, self.describe(m.pid) if m.pid is not None else _outside(m), m)
+                 for m in matches]
         with self._lock:
             if len(self._lists) >= 256:  # bounded however often the lists change
                 self._lists.clear()
@@ -85,7 +92,7 @@ class ProcessDescriber:
             for pid in list(self._cache):
                 if pid not in pids:
                     del self._cache[pid]
-            for key in [k for k in self._lists if any(pid not in pids for pid, _ in k)]:
+            for key in [k for k in self._lists if any(m.pid is not None and m.pid not in pids for m in k)]:
                 del self._lists[key]
 
 
@@ -150,8 +157,17 @@ def capped_command(args: list[str]) -> str:
     return encoded[:room].decode("utf-8", "ignore") + mark
 
 
-def process_entry(pid: int, used_memory_bytes: int | None, details: dict[str, Any]) -> ProcessEntry:
+def _outside(match: Match) -> dict[str, Any]:
+    """An NVML entry with no local process: nothing but its memory is known."""
+    return {**dict.fromkeys(_DETAILS), "unavailable": dict.fromkeys(_DETAILS, match.note)}
+
+
+def process_entry(pid: int | None, used_memory_bytes: int | None, details: dict[str, Any],
+                  match: Match | None = None) -> ProcessEntry:
     """The public JSON shape of one GPU process."""
+    unavailable = {**details["unavailable"], "sm_percent": USAGE_OFF, "memory_bandwidth_percent": USAGE_OFF}
+    if match is not None and match.pid is not None and match.note:
+        unavailable["used_memory_bytes"] = match.note
     return {
         "pid": pid,
         "used_memory_bytes": used_memory_bytes,
@@ -162,5 +178,8 @@ def process_entry(pid: int, used_memory_bytes: int | None, details: dict[str, An
         # Filled by the backend while someone looks (Sampler.want_gpm); the cached lists keep these.
         "sm_percent": None,
         "memory_bandwidth_percent": None,
-        "unavailable": {**details["unavailable"], "sm_percent": USAGE_OFF, "memory_bandwidth_percent": USAGE_OFF},
+        # How the entry was tied to a local process (pid_match.py); the pid the driver gave, where known.
+        "matched_by": match.matched_by if match is not None else PID,
+        "nvml_pid": match.nvml_pid if match is not None else pid,
+        "unavailable": unavailable,
     }

@@ -366,6 +366,8 @@ class SimulatedBackend(Backend):
                 "uid": os.getuid(),
                 "user": _current_user(),
                 "command": f"python train.py --device cuda:{gpu}  (simulated process)",
+                "matched_by": "pid",
+                "nvml_pid": PID_BASE + 2 * gpu,
                 **process_use(values, 0.95 if gpu % 2 else 1.0, self.gpm, GPM_OFF),  # type: ignore[typeddict-item]
             }
         ]
@@ -378,6 +380,8 @@ class SimulatedBackend(Backend):
                     "uid": _colleague_uid(),
                     "user": "simulated-colleague",
                     "command": "python eval.py  (simulated process of another user)",
+                    "matched_by": "pid",
+                    "nvml_pid": PID_BASE + 2 * gpu + 1,
                     **process_use(values, 0.05, self.gpm, GPM_OFF),  # type: ignore[typeddict-item]
                 }
             )

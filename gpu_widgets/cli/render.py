@@ -110,7 +110,12 @@ def render_snapshot(snap: dict[str, Any], version: str) -> str:
             what = p.get("command") or p.get("name") or "?"
             sm = p.get("sm_percent")
             use = "" if sm is None else f"SM {sm:.0f}%  "
-            lines.append(f"  GPU {d['index']}  pid {p['pid']:<8} {who:<10} {mem:>6} GiB  {use}{what[:80]}")
+            pid = p["pid"] if p["pid"] is not None else f"host:{p.get('nvml_pid')}"
+            if p["pid"] is None:
+                what = (p.get("unavailable") or {}).get("name", "outside this container")
+            elif p.get("used_memory_bytes") is None and (p.get("unavailable") or {}).get("used_memory_bytes"):
+                what = f"{what[:60]}  ({p['unavailable']['used_memory_bytes']})"
+            lines.append(f"  GPU {d['index']}  pid {pid:<8} {who:<10} {mem:>6} GiB  {use}{what[:80]}")
         for m in d.get("mig_instances") or ():
             lines.append(f"  GPU {d['index']}  MIG {m['index']} (GI {m.get('gpu_instance_id')}, CI "
                          f"{m.get('compute_instance_id')})  {_memory(m)}  SM act {_gpm_pct(m, 'sm_active_percent')}"

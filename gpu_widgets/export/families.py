@@ -188,7 +188,9 @@ def _add_throttle(family: GaugeMetricFamily, labels: list[str], mask: int | None
 
 
 def process_labels(proc: Mapping[str, Any]) -> list[str]:
-    return [str(proc["pid"]), proc.get("user") or "", proc.get("kernel_id") or "", proc.get("notebook_path") or ""]
+    # An entry with no local pid (outside this container) is labelled by the driver's pid.
+    pid = proc["pid"] if proc["pid"] is not None else f"host:{proc.get('nvml_pid')}"
+    return [str(pid), proc.get("user") or "", proc.get("kernel_id") or "", proc.get("notebook_path") or ""]
 
 
 def health_families(health: Health) -> list[Metric]:

@@ -17,7 +17,7 @@ Unavailable = dict[str, str]  # field -> why it is null
 class ProcessEntry(TypedDict):
     """One process using a GPU."""
 
-    pid: int
+    pid: int | None  # None: an NVML entry no local process was matched to (a container; pid_match.py)
     used_memory_bytes: int | None
     name: str | None
     uid: int | None
@@ -25,6 +25,8 @@ class ProcessEntry(TypedDict):
     command: str | None
     sm_percent: float | None  # this process's share of SM time over the slow interval
     memory_bandwidth_percent: float | None  # its share of the memory controller's time
+    matched_by: str | None  # "pid", "device_files" or None (see gpu_widgets/backends/pid_match.py)
+    nvml_pid: int | None  # the pid the driver reported, where known (a host pid in a container)
     unavailable: Unavailable
 
 

@@ -141,7 +141,12 @@ def shown_processes(procs: list[Any] | None) -> tuple[list[Any] | None, int | No
     return procs[:PROCESSES_SHOWN], max(0, len(procs) - PROCESSES_SHOWN)
 
 
-_PID = itemgetter("pid")
+def _PID(proc: Any) -> tuple[int, int]:  # noqa: N802  (a key, like the itemgetter beside it)
+    # An entry with no local pid (outside this container) after the local ones, by the driver's pid.
+    pid = proc["pid"]
+    return (0, pid) if pid is not None else (1, proc.get("nvml_pid") or 0)
+
+
 _USED = itemgetter("used_memory_bytes")
 
 

@@ -35,7 +35,7 @@ def owners_of(pids: Iterable[int], roots: dict[int, str], paths: dict[str, str])
 
 def gpu_pids(snap: Any) -> Iterator[int]:
     """The pid of every process on every GPU of ``snap`` (consumed by ``owners_of`` in the worker)."""
-    return (p["pid"] for d in snap["devices"] for p in d.get("processes") or ())
+    return (p["pid"] for d in snap["devices"] for p in d.get("processes") or () if p["pid"] is not None)
 
 
 class AlertsFeed:

@@ -1,6 +1,7 @@
 """The server extension application: its settings (documented traitlets) and its routes."""
 from __future__ import annotations
 
+import os
 import socket
 
 from jupyter_server.extension.application import ExtensionApp
@@ -8,6 +9,7 @@ from traitlets import Bool, Float, Integer, Unicode, validate
 
 from ..alerts.settings import AlertSettings
 from ..backends import CHOICES
+from ..backends.device_files import ENV as DEVICE_DIR_ENV
 from ..cluster.settings import ClusterSettings
 from ..sampling.sampler import DEFAULT_INTERVAL_S, DEFAULT_SLOW_INTERVAL_S, DEFAULT_WINDOW_S, MAX_SLOW_INTERVAL_S, MIN_INTERVAL_S
 from ..service.service import GpuService
@@ -109,6 +111,13 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         "ran no cell, for this many seconds (0: off; at least 1 s otherwise). Every tab is told, in the kernel "
         "events. See docs/jupyterhub.md.",
     ).tag(config=True)
+    nvidia_device_dir = Unicode(
+        "",
+        help="Where the NVIDIA device files are (nvidia<minor>, nvidia-uvm, nvidia-caps/). In a container the "
+        "driver reports host pids, and the local processes using each GPU are found by the files of this folder "
+        "they hold open (docs/containers.md). Empty: $GPU_WIDGETS_NVIDIA_DEVICE_DIR, else /dev. When set, the "
+        "server's kernels get it in that variable, so their monitors look in the same place.",
+    ).tag(config=True)
     hostname = Unicode(
         "",
         help="The host name this server's GPUs are labelled with (the Hostname label of the Prometheus "
@@ -128,6 +137,14 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
             raise ValueError(f"GpuWidgets.backend={value!r} is not a backend: use one of {', '.join(CHOICES)}")
         return value
 
+    @validate("nvidia_device_dir")
+    def _check_device_dir(self, proposal):  # type: ignore[no-untyped-def]
+        value = proposal["value"].strip()
+        if value and not os.path.isabs(value):
+            raise ValueError(f"GpuWidgets.nvidia_device_dir={value!r} must be an absolute path (the folder "
+                             "holding nvidia0, nvidia-uvm, ...), or empty for /dev")
+        return value
+
     @validate("activity_busy_percent")
     def _check_busy_percent(self, proposal):  # type: ignore[no-untyped-def]
         return check_number("GpuWidgets.activity_busy_percent", proposal["value"], lambda v: 0 <= v <= 100, "within 0-100")
@@ -139,6 +156,12 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         return check_window(value)
 
     def initialize_settings(self) -> None:
+        if self.nvidia_device_dir:
+            # Read by the NVML backend here and in the kernels this server starts (they inherit it).
+            os.environ[DEVICE_DIR_ENV] = self.nvidia_device_dir
+            if not os.path.isdir(self.nvidia_device_dir):
+                self.log.warning("gpu-widgets: GpuWidgets.nvidia_device_dir=%s is not a folder: GPU processes of "
+                                 "a container cannot be found by their device files", self.nvidia_device_dir)
         self.service = GpuService(
             backend_choice=self.backend or None,
             interval_s=self.interval_s,

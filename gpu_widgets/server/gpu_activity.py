@@ -86,6 +86,8 @@ def classify(devices: Iterable[Mapping[str, Any]], roots: dict[int, str], busy_p
             if seen > MAX_PROCESSES:
                 return out
             pid = proc["pid"]
+            if pid is None:
+                continue  # outside this container (pid_match.py): never this server's
             kernel_id = owning_kernel(pid, roots) if roots else None
             if kernel_id is not None:
                 key = (kernel_id, dev["index"])

@@ -41,7 +41,8 @@ class OrphanWatch:
         self._busy = True
         try:
             snap = self.service.latest()
-            pids = [p["pid"] for d in (snap or {}).get("devices", ()) for p in d.get("processes") or ()]
+            pids = [p["pid"] for d in (snap or {}).get("devices", ()) for p in d.get("processes") or ()
+                    if p["pid"] is not None]
             if not pids and not len(self.book):
                 return
             live = frozenset(self.kernel_manager.list_kernel_ids())

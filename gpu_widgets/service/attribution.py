@@ -10,9 +10,12 @@ from typing import Any
 import psutil
 
 
-def owning_kernel(pid: int, roots: dict[int, str]) -> str | None:
+def owning_kernel(pid: int | None, roots: dict[int, str]) -> str | None:
     """The kernel whose process is ``pid`` or one of its ancestors (a DataLoader worker, a
-    ``!python train.py`` started from the notebook)."""
+    ``!python train.py`` started from the notebook). None for a pid that names no local process
+    (an entry of the driver's list outside this container: pid_match.py)."""
+    if pid is None:
+        return None
     if pid in roots:
         return roots[pid]
     try:

@@ -29,7 +29,7 @@ def full_view_uid(show_other_users_processes: bool) -> int | None:
 def redact_process(proc: Mapping[str, Any], me: int) -> Mapping[str, Any]:
     """A copy of ``proc`` with name, uid, user and command nulled when uid ``me`` does not own it."""
     owner = proc.get("uid")
-    if owner is not None and owner == me:
+    if owner is not None and owner == me or proc.get("pid") is None:  # no local process: nothing to hide
         return proc
     reason = REASON if owner is not None else UNKNOWN_OWNER
     out = dict(proc)

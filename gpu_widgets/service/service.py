@@ -145,6 +145,7 @@ class GpuService:
             "server_time": time.time(),
             "version": __version__,
             "device_count": 0,
+            "processes_note": None,
         }
         if self.ready:
             assert self.sampler is not None
@@ -158,6 +159,7 @@ class GpuService:
                 nvml_version=backend.system.get("nvml_version"),
                 interval_s=self.sampler.interval_s,
                 device_count=len(self._devices),
+                processes_note=backend.process_note(),
             )
             age, stale = self.sampler.staleness()
             out["sample_age_s"] = None if age is None else round(age, 3)

@@ -221,6 +221,7 @@ _Static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "nvmlGpmMetricsGet_
     X(nvmlDeviceGetComputeRunningProcesses_v2)    \
     X(nvmlDeviceGetGraphicsRunningProcesses_v2)   \
     X(nvmlDeviceGetNumGpuCores)                   \
+    X(nvmlDeviceGetMinorNumber)                   \
     X(nvmlDeviceGetMemoryBusWidth)                \
     X(nvmlDeviceGetMaxPcieLinkGeneration)         \
     X(nvmlDeviceGetMaxPcieLinkWidth)              \
@@ -324,6 +325,7 @@ struct gpu_cfg {
     unsigned long long pcie_tx_kbps;
     unsigned long long pcie_rx_kbps;
     unsigned long long num_cores;
+    unsigned long long minor;
     unsigned long long bus_width;
     unsigned long long pcie_max_gen;
     unsigned long long pcie_max_width;
@@ -406,6 +408,7 @@ static const struct field gpu_fields[] = {
     UINT_FIELD(gpu_cfg, pcie_tx_kbps),
     UINT_FIELD(gpu_cfg, pcie_rx_kbps),
     UINT_FIELD(gpu_cfg, num_cores),
+    UINT_FIELD(gpu_cfg, minor),
     UINT_FIELD(gpu_cfg, bus_width),
     UINT_FIELD(gpu_cfg, pcie_max_gen),
     UINT_FIELD(gpu_cfg, pcie_max_width),
@@ -458,6 +461,7 @@ static void gpu_set_defaults(struct gpu_cfg *g, unsigned int index)
     g->pcie_tx_kbps = 0;
     g->pcie_rx_kbps = 0;
     g->num_cores = 16896; /* 132 SMs x 128 */
+    g->minor = index; /* /dev/nvidia<index>, as the driver numbers them in order */
     g->bus_width = 5120;
     g->pcie_max_gen = 5;
     g->pcie_max_width = 16;
@@ -1648,6 +1652,13 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCores)
 {
     return get_uint(FN_nvmlDeviceGetNumGpuCores, device, numCores, GPU_OFFSET(num_cores));
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMinorNumber
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)
+{
+    return get_uint(FN_nvmlDeviceGetMinorNumber, device, minorNumber, GPU_OFFSET(minor));
 }
 #endif
 

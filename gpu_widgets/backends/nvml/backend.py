@@ -12,13 +12,14 @@ from typing import Any
 from ...metrics.samples import FastRead, SlowRead
 from ..base import GPM_OFF, LOST, NO_GPU, OK, Backend, DeviceDict, lost_device, null_fields
 from ..inflight import Doing, calling, here
+from ..local_pids import LocalPids
 from ..processes import ProcessDescriber
 from .errors import LOST as LOST_KIND
 from .errors import NO_GPU as NO_GPU_KIND
 from .errors import TRANSIENT, UNSUPPORTED, Failure, classify
 from .gpm import DeviceGpm, null
 from .library import NVML, NoGpu, Nvml
-from .mig import read_instances
+from .mig import minor_number, read_instances
 from .readers import (FAST_QUERIES, SLOW_QUERIES, STATIC_QUERIES, BoundReader, Query, bind, call_of, calls,
                       peak_memory_bandwidth, text)
 from .usage import UsageReader, processes_with_usage
@@ -53,6 +54,7 @@ class _Device:
         self.gpm = DeviceGpm()  # GPM buffers and support, read only while someone looks
         self.usage = UsageReader()
         self.owners: dict[int, tuple[int, int]] = {}  # pid -> MIG (gpu, compute) instance ids
+        self.minor: int | None | bool = False  # /dev/nvidia<minor>; False: not read yet, None: unknown
         self.losses = self.gpm_losses = 0  # times lost; the GPM state belongs to gpm_losses
 
 
@@ -70,6 +72,8 @@ class NvmlBackend(Backend):
         self._describer = ProcessDescriber()
         self._process_query = Query("processes", ("processes",), self._processes)
         self._owners: dict[int, tuple[int, int]] = {}  # filled by _processes for the device being read
+        self._reading: _Device | None = None  # the device whose process list is being read
+        self._local = LocalPids()  # NVML's pids are host pids in a container (local_pids.py)
         self._opened = False
 
     # -- set-up ------------------------------------------------------------------------------
@@ -271,6 +275,7 @@ class NvmlBackend(Backend):
         out: list[Any] = []
         seen: set[int] = set()
         doing = here()
+        self._local.begin_read()
         for dev in self._devices:
             doing.gpu = dev.index
             if dev.losses != dev.gpm_losses:
@@ -284,12 +289,13 @@ class NvmlBackend(Backend):
             alive = self._read_bound(dev, self._slow, part, unavailable, now, doing)
             if alive:
                 self._owners = dev.owners = {}
+                self._reading = dev
                 alive = self._run(dev, self._process_query, part, unavailable, now)
             if alive:
                 alive = self._read_looked(dev, part, unavailable, now)
             if not alive:
                 continue
-            seen.update(p["pid"] for p in part["processes"] or ())
+            seen.update(p["pid"] for p in part["processes"] or () if p["pid"] is not None)
             part["unavailable"] = unavailable
             out.append(part)
         doing.call = doing.gpu = None
@@ -340,8 +346,25 @@ class NvmlBackend(Backend):
                 gi = getattr(p, "gpuInstanceId", None)
                 if gi is not None and gi != 0xFFFFFFFF:
                     self._owners[p.pid] = (gi, p.computeInstanceId)
+        dev = self._reading
+        assert dev is not None
+        minor = self._minor(nv, dev) if self._local.init_namespace is not True else None
+        matches = self._local.match(dev.index, minor, sorted(used.items()))
+        if any(m.matched_by != "pid" for m in matches):
+            # MIG instance ids are NVML's, keyed by its pids: moved to the local pid where the match is one to one.
+            self._owners = dev.owners = {m.pid: self._owners[m.nvml_pid] for m in matches
+                                         if m.pid is not None and m.nvml_pid in self._owners}
         here().call = None  # psutil from here: not an NVML call
-        out["processes"] = self._describer.entries(sorted(used.items()))
+        out["processes"] = self._describer.matched(matches)
+
+    def _minor(self, nv: Any, dev: _Device) -> int | None:
+        """The GPU's device-file number (/dev/nvidia<minor>), read once; None where NVML cannot tell."""
+        if dev.minor is False:
+            dev.minor = minor_number(nv, dev.handle)
+        return dev.minor  # type: ignore[return-value]
+
+    def process_note(self) -> str | None:
+        return self._local.note()
 
     def close(self) -> None:
         for dev in self._devices:

@@ -78,3 +78,13 @@ def _guarded(read: Any, field: str, unavailable: dict[str, str]) -> Any:
             raise
         unavailable[field] = classify(exc).reason
         return None
+
+
+def minor_number(nv: Any, handle: Any) -> int | None:
+    """The N of the GPU's /dev/nvidiaN (how a container finds its processes: device_files.py); None
+    where NVML cannot tell."""
+    try:
+        calling("nvmlDeviceGetMinorNumber")
+        return int(nv.nvmlDeviceGetMinorNumber(handle))
+    except Exception:
+        return None

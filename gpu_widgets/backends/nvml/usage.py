@@ -103,6 +103,11 @@ def with_usage(entries: list[Any], usage: Usage | None, reason: str | None) -> l
             sm = mem = None
             unavailable["sm_percent"] = unavailable["memory_bandwidth_percent"] = reason or NO_API
         else:
-            sm, mem = usage.get(e["pid"], (0.0, 0.0))
+            # NVML's per-process figures are keyed by its own pids (host pids in a container).
+            nvml_pid = e.get("nvml_pid", e["pid"])
+            sm, mem = (None, None) if nvml_pid is None else usage.get(nvml_pid, (0.0, 0.0))
+            if nvml_pid is None:
+                unavailable["sm_percent"] = unavailable["memory_bandwidth_percent"] = e["unavailable"].get(
+                    "used_memory_bytes", "the driver's pid of this process is not known")
         out.append({**e, "sm_percent": sm, "memory_bandwidth_percent": mem, "unavailable": unavailable})
     return out

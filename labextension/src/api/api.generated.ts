@@ -324,6 +324,8 @@ export interface components {
             /** @description gpu-widgets version */
             version: string;
             device_count: number;
+            /** @description set where the driver reports host pids (the server runs in a container without the host's pid namespace): one line on how its GPU processes were found, what is unknown, and the deployment fix (docker run --pid=host, hostPID: true); null otherwise */
+            processes_note: string | null;
         };
         Devices: {
             /**
@@ -457,7 +459,8 @@ export interface components {
             };
         };
         Process: {
-            pid: number;
+            /** @description the pid as this server sees it; null for an entry of the driver's list that no local process was matched to (see matched_by) */
+            pid: number | null;
             used_memory_bytes: number | null;
             name: string | null;
             /** @description real uid of the process's owner; whose processes are shown in full is decided by it */
@@ -470,6 +473,13 @@ export interface components {
             sm_percent: number | null;
             /** @description this process's share of the memory controller's busy time over the last slow interval, percent */
             memory_bandwidth_percent: number | null;
+            /**
+             * @description how the entry was tied to a local process: pid (the driver's pid is this process: bare metal, --pid=host), device_files (the server runs in a container, the driver reports host pids, and this process holds the GPU's device file /dev/nvidia<minor>: its memory is the driver's where the counts decide it, else null with the reason), null (no local process: another container's, or not told apart from this one's)
+             * @enum {string|null}
+             */
+            matched_by: "pid" | "device_files" | null;
+            /** @description the pid the driver reported (a host pid when the server runs in a container); null where the match does not tell which */
+            nvml_pid: number | null;
             /** @description field name -> why it is null */
             unavailable: {
                 [key: string]: string;

@@ -1,0 +1,51 @@
+"""NVML's process entries matched to local processes, where it can be done honestly.
+
+Where the server sees the host's pids (bare metal, ``--pid=host``) NVML's pid is the process:
+``matched_by = "pid"``. In a container the driver reports host pids, and the local processes that
+hold a GPU's device file (device_files.py) are matched to its entries only where the counts decide
+it: one left on each side, or as many on each side with the same memory each (any pairing then gives
+every process its true figure). Otherwise the local processes are listed with their memory unknown
+and NVML's entries apart, with no local pid: a wrong memory figure on a process is worse than none.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PID, DEVICE_FILES = "pid", "device_files"
+MEMORY_UNKNOWN = "memory unknown (the driver reports host pids)"
+OUTSIDE = "outside this container (the driver reports host pids)"
+NOT_TOLD = "not told apart from this container's processes (the driver reports host pids)"
+
+
+@dataclass(frozen=True)
+class Match:
+    pid: int | None  # the local pid; None for an entry no local process could be matched to
+    nvml_pid: int | None  # the pid the driver gave, where known
+    memory: int | None
+    matched_by: str | None  # PID, DEVICE_FILES or None
+    note: str | None = None  # why the memory (local entry) or the process (None pid) is unknown
+
+
+def by_pid(listed: list[tuple[int, int | None]]) -> list[Match]:
+    """The server sees the host's pids: NVML's entries as they are."""
+    return [Match(pid, pid, mem, PID) for pid, mem in listed]
+
+
+def by_device_files(listed: list[tuple[int, int | None]], holders: set[int]) -> list[Match]:
+    """The driver reports host pids; ``holders`` are the local pids with a context on this GPU."""
+    if not listed:
+        # No context on this GPU: a local holder only opened its file (CUDA opens every GPU's).
+        return []
+    out = [Match(pid, pid, mem, PID) for pid, mem in listed if pid in holders]  # a driver that translates
+    rest = [(pid, mem) for pid, mem in listed if pid not in holders]
+    local = sorted(holders - {m.pid for m in out})
+    if not rest:
+        return out  # holders left over hold the file but no context here
+    if len(rest) == len(local) == 1:
+        return out + [Match(local[0], rest[0][0], rest[0][1], DEVICE_FILES)]
+    mems = {mem for _, mem in rest}
+    if local and len(rest) == len(local) and len(mems) == 1 and None not in mems:
+        # Which host pid is which stays unknown; each process's memory does not.
+        return out + [Match(pid, None, rest[0][1], DEVICE_FILES) for pid in local]
+    out += [Match(pid, None, None, DEVICE_FILES, MEMORY_UNKNOWN) for pid in local]
+    return out + [Match(None, npid, mem, None, NOT_TOLD if local else OUTSIDE) for npid, mem in rest]
