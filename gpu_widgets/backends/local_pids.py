@@ -28,6 +28,7 @@ class LocalPids:
         self._refreshed = False
         self._last: dict[int, frozenset[int]] = {}  # GPU index -> NVML's pids in the last read
         self.host_pids = False  # NVML's pids named no local process in the last read
+        self.scans = 0  # device-file scans made (none where the server sees the host's pids)
 
     def begin_read(self) -> None:
         """A slow read starts: the device files are scanned again on first need."""
@@ -46,6 +47,7 @@ class LocalPids:
             self._scan = DeviceFileScan(self._dev_dir, self._proc)
         if self._holders is None or (changed and not self._refreshed):
             self._holders = self._scan.holders(refresh=changed)
+            self.scans += 1
             self._refreshed = self._refreshed or changed
         return by_device_files(listed, self._holders.of(minor))
 
