@@ -26,6 +26,8 @@ export function proc(pid: number, sm: number | null, bw: number | null, reason =
     command: 'python train.py',
     sm_percent: sm,
     memory_bandwidth_percent: bw,
+    matched_by: 'pid',
+    nvml_pid: pid,
     unavailable
   };
 }

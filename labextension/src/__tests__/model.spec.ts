@@ -240,7 +240,7 @@ describe('GpuModel: processes and polling', () => {
     api.table.processes = {
       body: () =>
         processes([
-          [{ pid: 7, used_memory_bytes: 2 * GIB, name: 'python', uid: 1000, user: 'me', command: 'python train.py', sm_percent: null, memory_bandwidth_percent: null, unavailable: {}, kernel_id: 'k1', notebook_path: 'train.ipynb', orphan_of: null }],
+          [{ pid: 7, used_memory_bytes: 2 * GIB, name: 'python', uid: 1000, user: 'me', command: 'python train.py', sm_percent: null, memory_bandwidth_percent: null, matched_by: 'pid', nvml_pid: 7, unavailable: {}, kernel_id: 'k1', notebook_path: 'train.ipynb', orphan_of: null }],
           null
         ])
     };

@@ -24,6 +24,8 @@ function proc(pid: number): IAttributedProcess {
     command: 'python train.py',
     sm_percent: null,
     memory_bandwidth_percent: null,
+    matched_by: 'pid',
+    nvml_pid: pid,
     unavailable: {},
     kernel_id: null,
     notebook_path: null

@@ -184,6 +184,7 @@ export function status(overrides: Partial<IStatus> = {}): IStatus {
     server_time: 1000,
     version: '0.1.0',
     device_count: 2,
+    processes_note: null,
     ...overrides
   };
 }

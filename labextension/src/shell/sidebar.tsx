@@ -16,6 +16,7 @@ import { GpuModel } from '../gpus/model';
 import { FALLBACK_PALETTE, IPalette, readPalette } from '../charts/palette';
 import { IKernelActions } from '../processes/processActions';
 import { MetricChoice } from '../gpus/settings';
+import { ContainerPidsNote } from '../processes/containerPids';
 
 export namespace GpuSidebar {
   export interface IOptions {
@@ -112,6 +113,9 @@ export class GpuSidebar extends ReactWidget {
     return (
       <>
         {versionProblem && <VersionNotice text={versionProblem} />}
+        {view === 'local' && this._model.status?.processes_note && (
+          <ContainerPidsNote text={this._model.status.processes_note} />
+        )}
         {this._cluster?.offered && <ViewSwitch view={view} onChange={v => (this.view = v)} />}
         {view === 'cluster' ? <ClusterView model={this._cluster!} palette={this._palette} /> : <SidebarView {...ctx} />}
       </>
