@@ -58,6 +58,7 @@ class _Gpu:
     free_bytes: int | None = None
     others_bytes: int = 0  # memory that other processes hold on it
     others: int = 0
+    others_unknown: int = 0  # of them, those whose memory is unknown (a container: docs/containers.md)
     pids: set[int] = field(default_factory=set)
     problem: str | None = None  # why it can never qualify (lost, MIG mode, hidden)
     unknown: dict[str, str] = field(default_factory=dict)  # field -> why it could not be read
@@ -66,7 +67,10 @@ class _Gpu:
         busy = "busy ?" if self.busy_percent is None else f"busy {self.busy_percent:g} %"
         free = "free ?" if self.free_bytes is None else f"{self.free_bytes / GIB:.1f} GiB free"
         many = self.others != 1
-        held = f", {self.others} other process{'es hold' if many else ' holds'} {self.others_bytes / GIB:.1f} GiB"
+        least = "at least " if self.others_unknown else ""
+        held = f", {self.others} other process{'es hold' if many else ' holds'} {least}{self.others_bytes / GIB:.1f} GiB"
+        if self.others_unknown:
+            held += f" ({self.others_unknown} of unknown size: the driver reports host pids)"
         return f"GPU {self.index} ({self.name or 'unnamed'}): {busy}, {free}{held if self.others else ''}"
 
 
@@ -163,7 +167,8 @@ def _refuse_if_torch_started_cuda() -> None:
 
 def _refuse_if_this_process_uses_a_gpu(gpus: list[_Gpu]) -> None:
     # Any framework (JAX, TensorFlow, CuPy, ...) that started CUDA shows up in NVML's process list. In a
-    # container NVML may list host pids, which then never match: documented as best effort.
+    # container, where NVML lists host pids, the backend names this process by the device files it
+    # holds (backends/pid_match.py), so it is found there too, its memory known or not.
     mine = [g.index for g in gpus if os.getpid() in g.pids]
     if mine:
         where = ", ".join(map(str, mine))
@@ -212,11 +217,12 @@ def _fold(gpu: _Gpu, look: dict[str, Any]) -> None:
     else:
         gpu.unknown.setdefault("free memory", look["unavailable"].get("memory_free_bytes", "not read"))
     procs = look.get("processes") or []
-    gpu.pids |= {p["pid"] for p in procs}
+    gpu.pids |= {p["pid"] for p in procs if p["pid"] is not None}
     others = [p for p in procs if p["pid"] != os.getpid()]
     held = sum(p.get("used_memory_bytes") or 0 for p in others)
     if held >= gpu.others_bytes:  # the look in which others held more
         gpu.others_bytes, gpu.others = held, len(others)
+        gpu.others_unknown = sum(p.get("used_memory_bytes") is None for p in others)
 
 
 def _mark_mig(gpus: list[_Gpu], info: list[dict[str, Any]]) -> None:
