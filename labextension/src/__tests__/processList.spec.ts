@@ -78,3 +78,20 @@ describe('ProcessList of simulated GPUs', () => {
     expect(render(gpu([proc(1)], null))).not.toContain('simulated');
   });
 });
+
+describe('ProcessList of a server in a container', () => {
+  it('names a matched process by its pid, an unmatched entry by the driver pid, and says why memory is unknown', () => {
+    const unknown = 'memory unknown (the driver reports host pids)';
+    const matched = { ...proc(12), matched_by: 'device_files', nvml_pid: 9001 } as IAttributedProcess;
+    const noMemory = { ...proc(13), used_memory_bytes: null, matched_by: 'device_files', nvml_pid: null,
+      unavailable: { used_memory_bytes: unknown } } as IAttributedProcess;
+    const outside = { ...proc(0), pid: null, nvml_pid: 9002, matched_by: null, name: null, uid: null, user: null,
+      command: null, unavailable: { command: 'outside this container (the driver reports host pids)' } } as IAttributedProcess;
+    const html = render(gpu([matched, noMemory, outside], null));
+    expect(html).toContain(`title="Process id, found by the GPU device file it holds (the driver&#x27;s pid: 9001)`);
+    expect(html).toContain(`<span class="jp-GpuWidgets-procMem" title="${unknown}">—</span>`);
+    expect(html).toContain('aria-label="Process host 9002"');
+    expect(html).toMatch(/title="No process of this container: the driver&#x27;s pid 9002, not matched[^"]*">host 9002<\/span>/);
+    expect(html).toContain('outside this container');
+  });
+});

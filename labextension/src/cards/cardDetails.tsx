@@ -14,6 +14,7 @@ import { KernelButtons } from '../processes/processActionsView';
 import { orphanWords } from '../processes/orphanActions';
 import { IAttributedProcess, IDeviceInfo } from '../api/tokens';
 import { useFlash } from '../ui/useFlash';
+import { matchTitle, pidText } from '../processes/containerPids';
 
 /**
  * `actions` and `gpus` (all of them: a kernel's memory on each): the kernel buttons of its own
@@ -40,7 +41,7 @@ export function ProcessList(props: {
     body = (
       <ul className="jp-GpuWidgets-processList" aria-label={`Processes on GPU ${gpu.index}`}>
         {procs.map(p => (
-          <ProcessItem key={p.pid} proc={p} openPath={openPath} simulated={props.simulated ?? false}>
+          <ProcessItem key={p.pid ?? `host-${p.nvml_pid}`} proc={p} openPath={openPath} simulated={props.simulated ?? false}>
             <KernelButtons proc={p} gpus={props.gpus ?? [gpu]} actions={actions} />
           </ProcessItem>
         ))}
@@ -87,10 +88,10 @@ function ProcessItem(props: {
   const use = processUse(proc);
   const orphan = orphanWords(proc);
   return (
-    <li className="jp-GpuWidgets-process" aria-label={`Process ${proc.pid}`}>
+    <li className="jp-GpuWidgets-process" aria-label={`Process ${pidText(proc)}`}>
       <div className="jp-GpuWidgets-processMain">
-        <span className="jp-GpuWidgets-pid" title="Process id">
-          {proc.pid}
+        <span className="jp-GpuWidgets-pid" title={matchTitle(proc)}>
+          {pidText(proc)}
         </span>
         {proc.user !== null && props.simulated ? (
           <span className="jp-GpuWidgets-user" title={`User ${proc.user}. ${SIMULATED_USER_TITLE}`}>
@@ -101,7 +102,7 @@ function ProcessItem(props: {
             {proc.user ?? <Hidden reason={u['user']} />}
           </span>
         )}
-        <span className="jp-GpuWidgets-procMem" title="GPU memory used by this process">
+        <span className="jp-GpuWidgets-procMem" title={u['used_memory_bytes'] ?? 'GPU memory used by this process'}>
           {proc.used_memory_bytes !== null ? formatBytes(proc.used_memory_bytes) : '—'}
         </span>
         {use && (
