@@ -196,6 +196,25 @@ describe('a GPU card with GPM figures', () => {
     model.dispose();
   });
 
+  it('titles the MIG figures with the server catalogue labels, not words of its own', async () => {
+    const { api, model } = serve();
+    const renamed = catalogueBody().metrics.map(m =>
+      m.id === 'sm_active' ? { ...m, label: 'SMs at work' } : m.id === 'tensor_active' ? { ...m, label: 'Tensor cores' } : m
+    );
+    api.table['metrics'] = { body: () => ({ ...catalogueBody(), metrics: renamed }) };
+    await model.refresh();
+    const live = liveDevice(0, { processes: [proc(4242, 30, 5)], mig_instances: [mig(0, { pids: [4242] })] });
+    api.table['samples/latest'] = { body: () => snapshot([live]) };
+    model.setPanelVisible(true);
+    model.setCardVisible(0, true);
+    await model.refresh();
+    const m0 = render(model).split('aria-label="MIG instance 0"')[1];
+    expect(m0).toMatch(/title="SMs at work in this instance">SMs at work <span class="jp-GpuWidgets-shareValue">40 %/);
+    expect(m0).toMatch(/Tensor cores <span class="jp-GpuWidgets-shareValue">/);
+    expect(m0).not.toContain('SM active');
+    model.dispose();
+  });
+
   it('has no MIG section for a GPU without MIG', async () => {
     const { model } = serve();
     model.setPanelVisible(true);

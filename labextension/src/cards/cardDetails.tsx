@@ -5,14 +5,14 @@
 import { notebookIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { IMigRow, IShare, migRows, processUse } from '../gpus/activity';
+import { IMigLabels, IMigRow, IShare, migLabels, migRows, processUse } from '../gpus/activity';
 import { formatBandwidth, formatBytes, formatGiB, formatNumber, migText } from '../ui/format';
 import { IGpu } from '../gpus/gpus';
 import { SIMULATED_USER_MARK, SIMULATED_USER_TITLE } from '../gpus/overview';
 import { IKernelActions } from '../processes/processActions';
 import { KernelButtons } from '../processes/processActionsView';
 import { orphanWords } from '../processes/orphanActions';
-import { IAttributedProcess, IDeviceInfo } from '../api/tokens';
+import { IAttributedProcess, IDeviceInfo, IMetricInfo } from '../api/tokens';
 import { useFlash } from '../ui/useFlash';
 import { matchTitle, pidText } from '../processes/containerPids';
 
@@ -149,9 +149,10 @@ function Share(props: { label: string; share: IShare; className: string }): JSX.
 }
 
 /** The GPU's MIG instances (from `samples/latest`): memory, SM active and the processes in each. */
-export function MigList(props: { gpu: IGpu }): JSX.Element | null {
+export function MigList(props: { gpu: IGpu; metrics?: readonly IMetricInfo[] }): JSX.Element | null {
   const { gpu } = props;
-  const rows = gpu.lost ? [] : migRows(gpu.live?.mig_instances, gpu.live?.processes ?? gpu.processes);
+  const labels = migLabels(props.metrics);
+  const rows = gpu.lost ? [] : migRows(gpu.live?.mig_instances, gpu.live?.processes ?? gpu.processes, labels);
   if (!rows.length) {
     return null;
   }
@@ -162,15 +163,15 @@ export function MigList(props: { gpu: IGpu }): JSX.Element | null {
       </h4>
       <ul className="jp-GpuWidgets-migList" aria-label={`MIG instances of GPU ${gpu.index}`}>
         {rows.map(row => (
-          <MigItem key={row.index} row={row} />
+          <MigItem key={row.index} row={row} labels={labels} />
         ))}
       </ul>
     </div>
   );
 }
 
-function MigItem(props: { row: IMigRow }): JSX.Element {
-  const { row } = props;
+function MigItem(props: { row: IMigRow; labels: IMigLabels }): JSX.Element {
+  const { row, labels } = props;
   return (
     <li className="jp-GpuWidgets-migItem" aria-label={`MIG instance ${row.index}`}>
       <div className="jp-GpuWidgets-processMain">
@@ -183,8 +184,8 @@ function MigItem(props: { row: IMigRow }): JSX.Element {
         </span>
       </div>
       <div className="jp-GpuWidgets-procUse">
-        <Share label="SM active" share={row.smActive} className="jp-GpuWidgets-migSm" />
-        <Share label="tensor" share={row.tensorActive} className="jp-GpuWidgets-migTensor" />
+        <Share label={labels.smActive} share={row.smActive} className="jp-GpuWidgets-migSm" />
+        <Share label={labels.tensorActive} share={row.tensorActive} className="jp-GpuWidgets-migTensor" />
       </div>
       <div className="jp-GpuWidgets-procCommand" title="Processes in this instance (pid and name)">
         {row.processes.length ? row.processes.map(p => p.text).join(', ') : 'no processes'}

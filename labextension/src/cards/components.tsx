@@ -239,7 +239,7 @@ function GpuCard(props: { gpu: IGpu; catalogue: Catalogue; ctx: IViewContext }):
         </div>
       )}
       <Legend episodes={episodes} catalogue={catalogue} />
-      <MigList gpu={gpu} />
+      <MigList gpu={gpu} metrics={catalogue.metrics} />
       <ProcessList
         gpu={gpu}
         openPath={ctx.openPath}

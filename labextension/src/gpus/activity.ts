@@ -151,8 +151,25 @@ export interface IMigRow {
   processes: { pid: number; text: string }[];
 }
 
+/** The words of a MIG row's figures: the catalogue's labels (`GET metrics`), this version's where it has none. */
+export interface IMigLabels {
+  smActive: string;
+  tensorActive: string;
+}
+
+/** The labels of the MIG rows from the server's catalogue (its metrics by id), else this version's. */
+export function migLabels(metrics: readonly IMetricInfo[] | null | undefined): IMigLabels {
+  const label = (id: 'sm_active' | 'tensor_active'): string =>
+    metrics?.find(m => m.id === id)?.label ?? METRIC[id].label;
+  return { smActive: label('sm_active'), tensorActive: label('tensor_active') };
+}
+
 /** The MIG instances of a GPU, each with the processes of the GPU's list that run in it. */
-export function migRows(instances: readonly IMigInstance[] | null | undefined, procs: readonly IProcess[] | null): IMigRow[] {
+export function migRows(
+  instances: readonly IMigInstance[] | null | undefined,
+  procs: readonly IProcess[] | null,
+  labels: IMigLabels = { smActive: METRIC.sm_active.label, tensorActive: METRIC.tensor_active.label }
+): IMigRow[] {
   return (instances ?? []).map(mig => {
     const u = mig.unavailable ?? {};
     const ids = [
@@ -170,8 +187,8 @@ export function migRows(instances: readonly IMigInstance[] | null | undefined, p
       uuid: mig.uuid,
       ids: ids.join(' · '),
       memory,
-      smActive: share(mig.sm_active_percent, u['sm_active_percent'], 'SM active in this instance'),
-      tensorActive: share(mig.tensor_active_percent, u['tensor_active_percent'], 'Tensor active in this instance'),
+      smActive: share(mig.sm_active_percent, u['sm_active_percent'], `${labels.smActive} in this instance`),
+      tensorActive: share(mig.tensor_active_percent, u['tensor_active_percent'], `${labels.tensorActive} in this instance`),
       processes: mig.pids.map(pid => {
         const p = procs?.find(x => x.pid === pid);
         const name = p?.name ?? p?.command?.split(' ')[0] ?? null;
