@@ -287,3 +287,42 @@ def test_rank_0_live_and_displayed_draws_its_other_ranks(tmp_path):
     assert done.returncode == 0, done.output
     charts = json.loads(out.read_text())
     assert charts["rank_wait"] == ["rank 0", "rank 1"] and charts["rank_step"] == ["rank 0", "rank 1"]
+
+
+def legend_tips(charts, chart) -> dict[str, str]:
+    """A chart's legend keys -> their hover text (the title attribute of each key)."""
+    import re
+    head = charts[chart].head.value
+    return dict((name, tip) for tip, name in re.findall(r'<span title="([^"]*)"><i[^>]*></i>([^<]*) <b>', head))
+
+
+def test_the_host_is_on_hover_always_and_in_the_merged_line_when_the_launch_spans_hosts(tmp_path):
+    # One host: the label names no host, the hover does
+    mon = TrainingMonitor.load(make_launch(tmp_path / "one", hosts=ONE_HOST, waits=(0.001, 0.05), steps=(20, 20)))
+    tips = legend_tips(mon.parts.view.charts, "gpu_util")
+    assert tips["rank 0 · GPU 0"].startswith("rank 0 · node-a · GPU 0") and tips["rank 1 · GPU 1"].startswith(
+        "rank 1 · node-a · GPU 1"), tips
+    # Two hosts: ranks 0 and 1 of node-a recorded its GPU 0 once; rank 2 is node-b's GPU 0
+    path = make_launch(tmp_path / "two", hosts=("node-a", "node-a", "node-b"), statuses=("finished",) * 3,
+                       steps=(20,) * 3, waits=(0.001,) * 3, gpu_index=(0, 0, 0))
+    charts = TrainingMonitor.load(path).parts.view.charts
+    assert sorted(drawn(charts, "gpu_util")) == ["rank 2 · node-b · GPU 0", "ranks 0, 1 · node-a · GPU 0"]
+    tips = legend_tips(charts, "gpu_util")
+    assert tips["ranks 0, 1 · node-a · GPU 0"].startswith("ranks 0, 1 · node-a · GPU 0"), tips
+
+
+def test_follow_names_the_hosts_once_a_rank_of_a_second_host_turns_up(tmp_path):
+    path = make_launch(tmp_path, hosts=("node-a", "node-b"), statuses=("running", "running"), steps=(10, 10),
+                       gpu_index=(0, 0))
+    (path / "rank-1" / "gpu.jsonl").write_text("")
+    mon = TrainingMonitor.follow(path, display=False, poll_s=0.05)
+    charts = mon.parts.view.charts
+    wait_until(lambda: "gpu_util" in charts and len(drawn(charts, "gpu_util")) >= 1, what="rank 0's GPU")
+    write_lines(path / "rank-1" / "gpu.jsonl", [{"time": T0 + i, "gpu": 0, "utilization_gpu_percent": 51}
+                                               for i in range(2)])
+    wait_until(lambda: sorted(drawn(charts, "gpu_util")) == ["rank 0 · node-a · GPU 0", "rank 1 · node-b · GPU 0"],
+               what="both GPUs named with their hosts")
+    for r in (0, 1):
+        meta = json.loads((path / f"rank-{r}" / "run.json").read_text())
+        write_json(path / f"rank-{r}" / "run.json", {**meta, "status": "finished", "ended": T0 + 10})
+    assert mon.parts.follower.done.wait(30)

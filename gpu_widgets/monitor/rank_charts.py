@@ -96,6 +96,7 @@ class RankCharts:
 
     def __init__(self, view: ChartsView, max_points: int) -> None:
         self.max_points = max_points
+        self.hints = view.hints  # a GPU line's hover text (its rank, host and GPU in full)
         self.series: dict[int, RankSeries] = {}
         self.several_hosts = False
         self.changed = False
@@ -171,6 +172,9 @@ class RankCharts:
         out: list[DeviceTrace] = []
         for d, ranks, host in drawn:
             d.label = f"{ranks_label(ranks, host, self.several_hosts)} · GPU {d.index}"
+            # On hover always with the host (one-host runs name none in the label), and the GPU's uuid.
+            self.hints[d.label] = (f"{ranks_label(ranks, host or 'host unknown', True)} · GPU {d.index}"
+                                        + (f" ({d.uuid})" if d.uuid else ""))
             d.slot = len(out)
             out.append(d)
         return out

@@ -122,6 +122,7 @@ class Chart:
         self.lines: dict[str, Lines] = {}
         self.keys: dict[str, Key] = {}
         self.extents: dict[str, Extent] = {}  # per line, of the data last sent
+        self.hints: dict[str, str] = {}  # a key's hover text, by line name (ChartsView shares its own)
 
     @property
     def y_fixed(self) -> tuple[float, ...]:
@@ -236,7 +237,7 @@ class Chart:
         self.extents[name] = extent(x, y)
 
     def head_html(self) -> str:
-        return legend.render(self.title, list(self.keys.values()), self.unit, self.decimals)
+        return legend.render(self.title, list(self.keys.values()), self.unit, self.decimals, self.hints)
 
     def close(self) -> None:
         for mark in self.lines.values():

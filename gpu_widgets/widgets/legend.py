@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
 
@@ -61,7 +62,9 @@ def _order(key: Key) -> tuple[int, int]:
     return (1 if key.style in MARKS else 0, int(found.group(1)) if found else -1)
 
 
-def render(title: str, keys: list[Key], unit: str, decimals: int | None) -> str:
+def render(title: str, keys: list[Key], unit: str, decimals: int | None,
+           hints: Mapping[str, str] | None = None) -> str:
+    """``hints``: a key's hover text by its name (a title attribute), for the keys that have one."""
     parts: list[str] = []
     seen_regions: set[str] = set()
     for key in sorted(keys, key=_order):
@@ -78,6 +81,8 @@ def render(title: str, keys: list[Key], unit: str, decimals: int | None) -> str:
             value = f"{value_text(key.value, '', decimals)}–{value_text(key.high, unit, decimals)}"
         else:
             value = value_text(key.value, unit, decimals)
-        parts.append(f'<span>{_swatch(key)}{escape(short_title(key.name))} <b>{escape(value)}</b></span>')
+        hint = (hints or {}).get(key.name)
+        tip = f' title="{escape(hint)}"' if hint else ""
+        parts.append(f'<span{tip}>{_swatch(key)}{escape(short_title(key.name))} <b>{escape(value)}</b></span>')
     return (f'<div class="gpuw-title">{escape(short_title(title))}</div>'
             f'<div class="gpuw-legend">{"".join(parts)}</div>')

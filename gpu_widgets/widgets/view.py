@@ -79,6 +79,8 @@ class ChartsView:
         self._time_fixed = tuple(v for v in (lo, hi) if v is not None and time_window is None)
         self._rank: dict[str, int] = {}
         self._ticks: dict[Axis, tuple[float, ...]] = {}  # as last sent
+        # A line's legend key -> what it says on hover (a launch's GPU: its rank, host and GPU in full).
+        self.hints: dict[str, str] = {}
 
     def define_chart(self, name: str, shared_x: bool = False, **spec) -> None:
         """Register how chart ``name`` looks (title, axis labels, y range, ``decimals`` of the
@@ -114,6 +116,7 @@ class ChartsView:
                 spec = dict(self._chart_specs.get(chart_name, self._chart_specs.get("*", {"x_label": "step"})))
                 self._rank[chart_name] = spec.pop("rank", 0)
                 chart = self.charts[chart_name] = Chart(**{**spec, "title": spec.get("title") or chart_name})
+                chart.hints = self.hints  # one map for every chart
                 new_charts.append(chart)
             _, made = chart.line(line_name, line_color, style)
             if made and chart not in new_marks:
