@@ -146,7 +146,7 @@ BIG = textwrap.dedent("""
     took = time.perf_counter() - t
     sent = sum(np.asarray(m.x).nbytes + np.asarray(m.y).nbytes for c in mon.parts.view.charts.values()
                for m in c.lines.values()) + len(mon.widget.children[0].value)
-    print(json.dumps({"returned_s": returned, "took_s": took, "rows": mon._records.size, "status": str(mon.status),
+    print(json.dumps({"returned_s": returned, "took_s": took, "rows": mon.parts.records.size, "status": str(mon.status),
                       "passes": mon.parts.follower.passes, "sent": sent, "gpu": len(mon.parts.trace),
                       "grew_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024}))
 """)

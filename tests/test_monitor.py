@@ -573,7 +573,7 @@ def test_track_without_a_length_and_history():
     # Readable wall time, and the exact epoch seconds kept as logged
     rows = mon.rows()
     assert list(history["time"]) == [r["time"] for r in rows]
-    assert list(history["elapsed_s"]) == [r["time"] - mon._run.t0 for r in rows]
+    assert list(history["elapsed_s"]) == [r["time"] - mon.parts.run.t0 for r in rows]
     assert 0 <= history["elapsed_s"].min() <= history["elapsed_s"].max() < 60
     assert str(history["wall_time"].dt.tz) == "UTC"
     assert abs(history["wall_time"].iloc[-1].timestamp() - rows[-1]["time"]) <= 0.0005  # to the millisecond

@@ -65,8 +65,37 @@ def test_cuda_numbers_the_gpus_it_sees_and_nvml_all_of_them():
 
 def test_fragmentation_when_the_reserved_but_unallocated_memory_would_have_held_the_request():
     pm = post_mortem(oom(alloc="60.00", unalloc="12.00"), snapshot([]))
-    assert pm.cause.startswith("fragmentation: 12.00 GiB is reserved by PyTorch but unallocated")
+    assert pm.cause == ("fragmentation: PyTorch holds 12.00 GiB reserved but unallocated, enough for the "
+                        "4.00 GiB asked for, but not in one piece")
     assert any("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in line for line in pm.lines)
+
+
+def test_fragmentation_is_the_first_sentence_even_with_others_on_the_gpu():
+    # Another process holds 30 GiB, yet the 12 GiB PyTorch reserved would have held the 4 GiB asked
+    procs = [{"pid": 4242, "used_memory_bytes": 30 * GIB, "uid": os.getuid(), "name": "python"}]
+    old_form = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB (GPU 0; 79.19 GiB total "
+                                      "capacity; 30.00 GiB already allocated; 1.00 GiB free; 42.00 GiB reserved "
+                                      "in total by PyTorch)")  # reserved - allocated: 12 GiB
+    for exc in (oom(alloc="30.00", unalloc="12.00"), old_form):
+        text = post_mortem(exc, snapshot(procs)).text().splitlines()
+        assert text[0] == ("gpu-widgets: out of memory — fragmentation: PyTorch holds 12.00 GiB reserved but "
+                           "unallocated, enough for the 4.00 GiB asked for, but not in one piece")
+        advice = next(i for i, line in enumerate(text) if "expandable_segments:True" in line)
+        assert advice > 0 and "  Also on GPU 0: pid 4242 · python · 30.00 GiB." in text[1:advice]
+    # Reserved-but-unallocated short of the request is not fragmentation: the other process is the cause
+    assert post_mortem(oom(alloc="30.00", unalloc="3.00"), snapshot(procs)).cause.startswith("another process")
+
+
+def test_without_the_request_size_fragmentation_is_not_claimed():
+    procs = [{"pid": 4242, "used_memory_bytes": 30 * GIB, "uid": os.getuid(), "name": "python"}]
+    unsized = torch.OutOfMemoryError("CUDA out of memory. GPU 0 has a total capacity of 79.19 GiB of which 1.00 GiB "
+                                     "is free. Of the allocated memory 30.00 GiB is allocated by PyTorch, and 12.00 "
+                                     "GiB is reserved by PyTorch but unallocated.")
+    pm = post_mortem(unsized, snapshot(procs))
+    assert pm.facts["requested_bytes"] is None
+    assert pm.cause == "another process (pid 4242, python) holds 30.00 GiB of GPU 0"  # as before
+    assert any("12.00 GiB is reserved but unallocated: PYTORCH_CUDA_ALLOC_CONF" in line for line in pm.lines)
+    assert post_mortem(unsized, snapshot([])).cause.startswith("this process's own tensors fill the GPU")
 
 
 def test_its_own_tensors_and_the_batch_that_would_have_fit():

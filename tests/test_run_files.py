@@ -72,7 +72,7 @@ def test_columns_that_fit_stay_compact_arrays():
     mon = make(run_log=False)
     for i in range(10):
         mon.log(loss=1.0 / (i + 1), step_count=i * 2**40, small_then_float=i if i < 5 else i + 0.5)
-    kinds = {k: s.values.typecode for k, s in mon._records.series.items() if isinstance(s.values, array)}
+    kinds = {k: s.values.typecode for k, s in mon.parts.records.series.items() if isinstance(s.values, array)}
     assert kinds == {"loss": "d", "step_count": "q", "small_then_float": "d"}
     mon.finish()
 

@@ -84,7 +84,7 @@ def test_save_and_load_round_trip_loses_nothing(tmp_path):
 def test_run_log_lines_are_exactly_what_json_writes_for_each_row():
     mon = make(run_log=False)
     awkward_run(mon)
-    rec = mon._records
+    rec = mon.parts.records  # the columns the run log is written from
     for start, stop in [(0, rec.size), (0, 1), (5, 160), (150, 301), (rec.size - 1, rec.size), (10, 10)]:
         expected = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rec.rows(start, stop))
         assert rec.jsonl(start, stop) == expected, (start, stop)

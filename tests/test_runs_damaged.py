@@ -120,7 +120,7 @@ def test_runs_lists_every_run_and_names_each_damage_without_hanging_or_crashing(
         run_cli("runs", "--all", "--json", "--dir", str(damaged_root), timeout=HANG_S).stdout)}
     assert listed["good"]["note"] is None and listed["good"]["steps"] == 30
     assert "is not a JSON object" in listed["a-list"]["note"] and listed["a-list"]["steps"] == 3
-    assert "could not be read (RecursionError)" in listed["nested"]["note"]
+    assert "run.json is nested too deeply to read (100,000 levels deep)" in listed["nested"]["note"]
     assert "'pid' is not what gpu-widgets writes" in listed["big-pid"]["note"] and listed["big-pid"]["status"] == "running"
     assert "run.json is a FIFO (named pipe), not a regular file" in listed["fifo-meta"]["note"]
     assert listed["fifo-meta"]["steps"] == 5
@@ -129,6 +129,36 @@ def test_runs_lists_every_run_and_names_each_damage_without_hanging_or_crashing(
     assert listed["escapes"]["name"].startswith("\x1b]0;owned")  # JSON holds the text; json escapes it
     assert "\\u001b" in run_cli("runs", "--all", "--json", "--dir", str(damaged_root)).stdout
     assert "a-list" in notes and "FIFO" in notes
+
+
+def test_every_json_file_of_a_run_nested_too_deeply_is_named_in_words(tmp_path):
+    from gpu_widgets.runs.gpu_trace import GpuTrace
+    from gpu_widgets.runs.launch_dir import rank_hosts, read_heartbeat
+
+    deep = b"[" * 100_000
+    # the run.json beside a saved file
+    (tmp_path / "saved.jsonl").write_bytes(steps(3))
+    (tmp_path / "saved.meta.json").write_bytes(deep)
+    with pytest.warns(RuntimeWarning) as caught:
+        assert TrainingMonitor.load(tmp_path / "saved.jsonl").step == 2
+    assert any("saved.meta.json is nested too deeply to read (100,000 levels deep)" in str(w.message) for w in caught)
+    # a launch's files: a rank's run.json and its heartbeat
+    launch = tmp_path / "launch"
+    for rank in (0, 1):
+        (launch / f"rank-{rank}").mkdir(parents=True)
+    (launch / "rank-0" / "run.json").write_bytes(deep)
+    # (under its 4 KiB limit; the brackets in the string are no nesting)
+    (launch / "rank-1" / "heartbeat.json").write_bytes(b'{"phase": "' + b"[" * 500 + b'", "x": ' + b"[" * 3000 + b"}")
+    notes: list[str] = []
+    assert rank_hosts(launch, {}, notes) == {} and read_heartbeat(launch / "rank-1", notes) is None
+    assert notes == [f"{launch / 'rank-0' / 'run.json'} is nested too deeply to read (100,000 levels deep)",
+                     f"{launch / 'rank-1' / 'heartbeat.json'} is nested too deeply to read (3,001 levels deep)"]
+    # GPU samples read back from the run log: a RunFileError (a ValueError), which their reader notes
+    trace = GpuTrace(0.0)
+    trace.spill_path, trace.dropped = tmp_path / "gpu.jsonl", 1
+    trace.spill_path.write_bytes(deep + b"\n")
+    with pytest.raises(RunFileError, match=r"gpu\.jsonl is nested too deeply to read \(100,000 levels deep\)"):
+        trace.spilled_rows()
 
 
 def test_a_run_directory_without_read_permission_is_listed_as_unreadable(tmp_path):
@@ -241,7 +271,7 @@ def problems(mon: TrainingMonitor) -> str:
 def test_follow_says_why_when_run_json_cannot_be_read(tmp_path):
     for name, meta, words in [
         ("a-list", b"[1, 2]", "run.json is not a JSON object"),
-        ("nested", b"[" * 100_000, "run.json could not be read (RecursionError)"),
+        ("nested", b"[" * 100_000, "run.json is nested too deeply to read (100,000 levels deep)"),
         ("fifo", None, "run.json is a FIFO (named pipe), not a regular file"),
     ]:
         run = make_run(tmp_path, name, b"{}", steps(4))

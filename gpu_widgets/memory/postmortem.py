@@ -128,7 +128,10 @@ def post_mortem(exc: BaseException, snapshot: dict[str, Any] | None = None, batc
     lines = [f"{where}: asked for {gib(req)}, {gib(free)} was free of {gib(total)}."]
     fits = None
     simulated = (snapshot or {}).get("backend") == "simulated"
-    if req and total and req > total:
+    if unalloc and req and unalloc >= req:  # first: the memory was there, whoever else holds the GPU
+        cause = (f"fragmentation: PyTorch holds {gib(unalloc)} reserved but unallocated, enough for the "
+                 f"{gib(req)} asked for, but not in one piece")
+    elif req and total and req > total:
         cause = (f"the step asked for {gib(req)}, more than all of {where}'s {gib(total)}: a size computed "
                  "wrong (a shape, a unit), or work meant for a larger GPU or for several")
     elif facts["others"] and total and others_bytes >= max(req or 0, OTHERS_SHARE * total):
@@ -138,9 +141,6 @@ def post_mortem(exc: BaseException, snapshot: dict[str, Any] | None = None, batc
         cause = f"{who} ({detail}) holds {gib(top['used_memory_bytes'])} of {where}"
         if len(facts["others"]) > 1:
             cause += f"; with the others, {gib(others_bytes)}"
-    elif unalloc and req and unalloc >= req:
-        cause = (f"fragmentation: {gib(unalloc)} is reserved by PyTorch but unallocated, in pieces too small "
-                 f"for the {gib(req)} asked for")
     else:
         cause = "this process's own tensors fill the GPU: what this step needed does not fit"
         fits = _fits(batch_size, fixed_bytes, facts, others_bytes)

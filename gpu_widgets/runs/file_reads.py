@@ -8,12 +8,15 @@
   ``log()`` of a thousand keys is ~40 KB). Files are read in chunks of ``CHUNK_BYTES``, so the
   memory a read holds is a chunk plus one line, whatever the file's size.
 * ``run.json`` is read whole, up to ``MAX_META_BYTES``.
+* JSON nested deeper than Python's reader follows (``[`` a hundred thousand times) is a
+  ``RunFileError`` that says so (``load_json``), not a bare ``RecursionError``.
 """
 from __future__ import annotations
 
 import codecs
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,12 +26,34 @@ MAX_LINE_BYTES = 1 << 20  # 1 MiB
 MAX_META_BYTES = 1 << 20
 TAIL_BYTES = 64 * 1024  # the last line of steps.jsonl lies within this many bytes of the end
 CHUNK_BYTES = 1 << 20
+# A JSON string, or an unclosed one running to the end: possessive, so never rescanned (linear time).
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)', re.S)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
 
 class RunFileError(ValueError):
     """A file that is not a readable run (damaged, or not written by gpu-widgets); the message
     names the file and the line."""
+
+
+def load_json(data: bytes | str, what: Path | str) -> Any:
+    """``json.loads`` of an untrusted file's text; ``what`` names it in the error. Nesting too deep
+    for Python's reader is a ``RunFileError`` in words; other ``ValueError`` as json raises them."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise RunFileError(f"{what} is nested too deeply to read ({nesting(data):,} levels deep)") from None
+
+
+def nesting(data: bytes | str) -> int:
+    """How deep ``data``'s brackets nest, outside strings (only on the error path: a Python loop)."""
+    raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
+    depth = deepest = 0
+    for c in _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS):
+        depth += 1 if c in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _kind(mode: int) -> str:

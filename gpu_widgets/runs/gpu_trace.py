@@ -18,7 +18,6 @@ Memory is bounded when the run log holds the samples: ``drop_oldest`` forgets th
 """
 from __future__ import annotations
 
-import json
 import math
 import threading
 from array import array
@@ -32,7 +31,7 @@ from typing import Any
 from ..metrics.catalogue import MONITOR, shown_in
 from ..metrics.throttle import json_names, mask_from_names, names_from_mask, slowdown_names
 from ..store.decimator import Decimator
-from .file_reads import first_lines, open_regular
+from .file_reads import first_lines, load_json, open_regular
 
 # Snapshot fields kept per sample (all numeric), in the order the files show them.
 BASE_FIELDS: tuple[str, ...] = (
@@ -362,7 +361,7 @@ class GpuTrace:
             return []
         assert self.spill_path is not None
         with open_regular(self.spill_path) as f:  # a regular file only, and no line over the limit
-            raw = [json.loads(line) for line in first_lines(f, self.spill_path, self.dropped)]
+            raw = [load_json(line, self.spill_path) for line in first_lines(f, self.spill_path, self.dropped)]
         if len(raw) < self.dropped:
             raise ValueError(f"{self.spill_path} holds {len(raw)} GPU samples, {self.dropped} expected")
         return raw

@@ -12,14 +12,13 @@ Every file here may be damaged or planted: reads are bounded and checked, odditi
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from .file_reads import MAX_META_BYTES, RunFileError, read_small
+from .file_reads import MAX_META_BYTES, RunFileError, load_json, read_small
 from .run_log import FORMAT_VERSION, META, RANK_DIR_PREFIX, write_json
 
 # -- names and write helpers (the launch's writers: parallel/rendezvous.py, monitor/run_launch.py) --
@@ -140,12 +139,15 @@ def _time(value: Any) -> bool:
 
 def _small_json(path: Path, limit: int, notes: list[str] | None, missing_ok: bool = True) -> dict[str, Any] | None:
     try:
-        data = json.loads(read_small(path, limit))
+        data = load_json(read_small(path, limit), path)
     except FileNotFoundError:
         if not missing_ok:
             _note(notes, f"{path} is missing")
         return None
-    except (OSError, RunFileError, ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
+    except RunFileError as exc:  # not a regular file, too big, nested too deeply: it names the file
+        _note(notes, str(exc))
+        return None
+    except (OSError, ValueError) as exc:  # not JSON, not UTF-8
         _note(notes, f"{path}: unreadable ({type(exc).__name__}: {exc})")
         return None
     if not isinstance(data, dict):

@@ -144,10 +144,7 @@ def _rank(rank: int, path: Path, steps: bool, detail: bool, notes: list[str]) ->
             notes.append(note)
     if detail:
         run.bins = recent_bins(path / DATA_WAIT, notes)
-        try:
-            run.heartbeat = read_heartbeat(path, notes)
-        except RecursionError:  # JSON nested thousands deep: not a heartbeat gpu-widgets wrote
-            notes.append(f"{path}: heartbeat.json is not a heartbeat (JSON nested too deeply); ignored")
+        run.heartbeat = read_heartbeat(path, notes)  # nesting too deep is a note there (load_json)
     return run
 
 

@@ -3,12 +3,11 @@ damaged, not an object, nested thousands deep, hold a pid of 70 bits, be a FIFO.
 user's data and read without it; what cannot be read from it is left out, with a note."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from .file_reads import MAX_META_BYTES, RunFileError, read_small
+from .file_reads import MAX_META_BYTES, RunFileError, load_json, read_small
 from .run_files import shown
 from .run_log import META
 
@@ -32,14 +31,14 @@ def read_meta_file(path: Path) -> tuple[dict[str, Any], list[str]]:
     """``read_meta`` of one file: a run's ``run.json``, or the ``.meta.json`` beside a saved file."""
     name = path.name
     try:
-        meta = json.loads(read_small(path, MAX_META_BYTES).decode("utf-8"))
+        meta = load_json(read_small(path, MAX_META_BYTES).decode("utf-8"), name)
     except FileNotFoundError:
         return {}, []
-    except RunFileError as exc:  # not a regular file, or too big
+    except RunFileError as exc:  # not a regular file, too big, or nested too deeply
         return {}, [f"{exc}; {UNKNOWN}"]
     except OSError as exc:
         return {}, [f"{name} could not be read ({exc.strerror or type(exc).__name__}); {UNKNOWN}"]
-    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deeply
+    except ValueError as exc:  # not UTF-8, not JSON
         return {}, [f"{name} could not be read ({type(exc).__name__}); {UNKNOWN}"]
     if not isinstance(meta, dict):
         return {}, [f"{name} is not a JSON object; {UNKNOWN}"]
