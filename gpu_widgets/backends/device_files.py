@@ -108,11 +108,16 @@ class DeviceFileScan:
         # CUDA users hold nvidia-uvm; where the folder has none (a stand-in, an odd setup) the GPU file alone counts.
         need_uvm = os.path.exists(self._uvm)
         out = Holders(scanned=len(pids))
+        missing = object()
         for pid in pids:
+            held = cache.get(pid, missing)
+            if held is NOTHING:  # most processes: no NVIDIA file, nothing more to do
+                continue
             if pid == self.own_pid and not need_uvm:
                 continue  # this process opens the GPU files for NVML only; nvidia-uvm tells them apart elsewhere
-            held = cache.get(pid, NOTHING) if pid in cache else self._read(pid)
-            if pid in started and started[pid] != _start_time(self.proc, pid):
+            if held is missing:
+                held = self._read(pid)
+            elif pid in started and started[pid] != _start_time(self.proc, pid):
                 held = self._read(pid)  # the pid now names another process
             if held is None:
                 out.denied += 1
