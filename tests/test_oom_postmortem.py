@@ -276,3 +276,11 @@ def test_a_server_that_refuses_leaves_the_kernel_id(sessions_server, monkeypatch
     info.write_text(json.dumps({**json.loads(info.read_text()), "token": ""}))
     monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "t0ken")  # a single-user server's kernels have it
     assert notebook_paths(["k1"]) == {"k1": "holder.ipynb"}
+
+
+def test_in_a_container_an_entry_with_no_local_process_is_named_by_its_host_pid():
+    # The driver's entry that no local process was matched to (pid null): never "pid None"
+    procs = [{"pid": None, "nvml_pid": 90210, "used_memory_bytes": 30 * GIB, "uid": None, "name": None,
+              "matched_by": None}]
+    pm = post_mortem(oom(alloc="30.00", unalloc="1.00"), snapshot(procs))
+    assert "outside this container (host pid 90210)" in pm.cause and "None" not in pm.text(), pm.text()

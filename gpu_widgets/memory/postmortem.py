@@ -77,6 +77,8 @@ def _others(snapshot: dict[str, Any] | None, index: int | None) -> list[dict[str
         if not isinstance(p, dict) or p.get("pid") == me or not isinstance(p.get("used_memory_bytes"), int):
             continue
         entry: dict[str, Any] = {"pid": p.get("pid"), "used_memory_bytes": p.get("used_memory_bytes")}
+        if p.get("pid") is None:  # outside this container: the driver's (host) pid names it
+            entry["nvml_pid"] = p.get("nvml_pid")
         if p.get("uid") == uid:  # our own user's: what it is (other users' stay pid and memory)
             command = p.get("command")
             kernel = _KERNEL.search(command) if isinstance(command, str) else None
@@ -87,6 +89,13 @@ def _others(snapshot: dict[str, Any] | None, index: int | None) -> list[dict[str
         if entry.get("kernel_id") in paths:
             entry["notebook"] = paths[entry["kernel_id"]]
     return sorted(out, key=lambda e: -(e["used_memory_bytes"] or 0))
+
+
+def _pid(p: dict[str, Any]) -> str:
+    """"pid 4242", or for an entry of the driver's with no local process (a container) its host pid."""
+    if p.get("pid") is None:
+        return f"outside this container (host pid {p.get('nvml_pid')})"
+    return f"pid {p['pid']}"
 
 
 def _who(p: dict[str, Any]) -> str | None:
@@ -137,7 +146,7 @@ def post_mortem(exc: BaseException, snapshot: dict[str, Any] | None = None, batc
     elif facts["others"] and total and others_bytes >= max(req or 0, OTHERS_SHARE * total):
         top = facts["others"][0]
         who, name = _who(top) or "another process", top.get("name")
-        detail = f"pid {top['pid']}, {name}" if name and not _who(top) else f"pid {top['pid']}"
+        detail = f"{_pid(top)}, {name}" if name and not _who(top) else _pid(top)
         cause = f"{who} ({detail}) holds {gib(top['used_memory_bytes'])} of {where}"
         if len(facts["others"]) > 1:
             cause += f"; with the others, {gib(others_bytes)}"
@@ -157,7 +166,7 @@ def post_mortem(exc: BaseException, snapshot: dict[str, Any] | None = None, batc
     for p in facts["others"][:8]:
         what = _who(p) or p.get("name") or "another user's process (details hidden)"
         made_up = " (a SIMULATED process: these GPUs are not real)" if simulated else ""
-        lines.append(f"Also on {where}: pid {p['pid']} · {what} · {gib(p['used_memory_bytes'])}{made_up}.")
+        lines.append(f"Also on {where}: {_pid(p)} · {what} · {gib(p['used_memory_bytes'])}{made_up}.")
     if unalloc and total and (unalloc >= FRAGMENT_SHARE * total or cause.startswith("fragmentation")):
         lines.append(f"{gib(unalloc)} is reserved but unallocated: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
                      "lets PyTorch reuse it (set it before CUDA starts: in the kernel's environment or the "
