@@ -74,6 +74,11 @@ def test_an_other_users_process_is_skipped_and_counted_when_not_root(dev: Path):
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to run the scan as another user")
     nobody = pwd.getpwnam("nobody").pw_uid
+    as_nobody = ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups", sys.executable]
+    probe = subprocess.run([*as_nobody, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); import gpu_widgets"],
+                           capture_output=True, text=True, timeout=60, cwd="/")
+    if probe.returncode != 0:  # a checkout or venv under a folder only root may enter
+        pytest.skip(f"user nobody cannot run this checkout's Python: {probe.stderr.strip()[-200:]}")
     ours = holder(dev, "nvidia-uvm", "nvidia0")  # root's: the scan below runs as nobody
     theirs = holder(dev, "nvidia-uvm", "nvidia1", user=str(nobody))
     try:
