@@ -8,6 +8,7 @@ import time
 import pytest
 
 from gpu_widgets.backends.pid_match import MEMORY_UNKNOWN, NOT_TOLD, OUTSIDE
+from gpu_widgets.server.orphan_watch import WATCH_S
 
 from .container_fixtures import (child_holding, contained_server, devices, dump, hold, needs_namespace,
                                  run_in_kernel, stand_in_dev)
@@ -118,6 +119,9 @@ def test_an_orphan_and_a_mig_instance_in_a_container(namespace, fake_nvml_lib, t
         # The child is the kernel's while it lives, and an orphan once its kernel is shut down
         wait_for(lambda: [p for p in processes(srv, 1) if p["pid"] == inner_child and p["kernel_id"] == d],
                  "the child is not the kernel's", srv)
+        # The orphan watch notes the kernel's GPU processes on its rounds (orphan_watch.WATCH_S): let one
+        # pass, with room for a loaded machine, before the kernel goes (the book is the server's own state)
+        time.sleep(2 * WATCH_S + 1)
         srv.request_json("DELETE", f"api/kernels/{d}")
         (orphan,) = wait_for(lambda: [p for p in processes(srv, 1) if p.get("orphan_of")], "no orphan", srv)
         assert orphan["pid"] == inner_child and orphan["orphan_of"]["kernel_id"] == d

@@ -9,7 +9,9 @@ and NVML's entries apart, with no local pid: a wrong memory figure on a process 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 PID, DEVICE_FILES = "pid", "device_files"
 MEMORY_UNKNOWN = "memory unknown (the driver reports host pids)"
@@ -24,6 +26,11 @@ class Match:
     memory: int | None
     matched_by: str | None  # PID, DEVICE_FILES or None
     note: str | None = None  # why the memory (local entry) or the process (None pid) is unknown
+
+
+def pid_label(proc: Mapping[str, Any]) -> str:
+    """A process entry's pid as text: the local one, else the driver's as ``host:N`` (no local process)."""
+    return str(proc["pid"]) if proc.get("pid") is not None else f"host:{proc.get('nvml_pid')}"
 
 
 def by_pid(listed: list[tuple[int, int | None]]) -> list[Match]:

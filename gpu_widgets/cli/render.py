@@ -5,6 +5,7 @@ from typing import Any
 
 from ..sampling.stall import STALE, stale_text
 from ..metrics.throttle import LABELS, SLOWDOWNS, names_from_mask
+from ..backends.pid_match import pid_label
 
 GIB = float(1 << 30)
 NA = "n/a"
@@ -110,7 +111,7 @@ def render_snapshot(snap: dict[str, Any], version: str) -> str:
             what = p.get("command") or p.get("name") or "?"
             sm = p.get("sm_percent")
             use = "" if sm is None else f"SM {sm:.0f}%  "
-            pid = p["pid"] if p["pid"] is not None else f"host:{p.get('nvml_pid')}"
+            pid = pid_label(p)
             if p["pid"] is None:
                 what = (p.get("unavailable") or {}).get("name", "outside this container")
             elif p.get("used_memory_bytes") is None and (p.get("unavailable") or {}).get("used_memory_bytes"):

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from ..metrics import throttle
+from ..backends.pid_match import pid_label
 
 MIB = 1 << 20
 
@@ -188,9 +189,7 @@ def _add_throttle(family: GaugeMetricFamily, labels: list[str], mask: int | None
 
 
 def process_labels(proc: Mapping[str, Any]) -> list[str]:
-    # An entry with no local pid (outside this container) is labelled by the driver's pid.
-    pid = proc["pid"] if proc["pid"] is not None else f"host:{proc.get('nvml_pid')}"
-    return [str(pid), proc.get("user") or "", proc.get("kernel_id") or "", proc.get("notebook_path") or ""]
+    return [pid_label(proc), proc.get("user") or "", proc.get("kernel_id") or "", proc.get("notebook_path") or ""]
 
 
 def health_families(health: Health) -> list[Metric]:

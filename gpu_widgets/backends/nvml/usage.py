@@ -105,9 +105,11 @@ def with_usage(entries: list[Any], usage: Usage | None, reason: str | None) -> l
         else:
             # NVML's per-process figures are keyed by its own pids (host pids in a container).
             nvml_pid = e.get("nvml_pid", e["pid"])
-            sm, mem = (None, None) if nvml_pid is None else usage.get(nvml_pid, (0.0, 0.0))
-            if nvml_pid is None:
+            if nvml_pid is None:  # matched by its device files, which host pid it is unknown
+                sm = mem = None
                 unavailable["sm_percent"] = unavailable["memory_bandwidth_percent"] = e["unavailable"].get(
                     "used_memory_bytes", "the driver's pid of this process is not known")
+            else:
+                sm, mem = usage.get(nvml_pid, (0.0, 0.0))
         out.append({**e, "sm_percent": sm, "memory_bandwidth_percent": mem, "unavailable": unavailable})
     return out
