@@ -247,15 +247,19 @@ class ProfileSession:
                 shutil.rmtree(tmp, ignore_errors=True)
 
     def _finish(self, result: Profile | None, why: str | None) -> None:
+        # wait() returns only once on_done has run: a caller that waited sees the announcement and
+        # last_profile, not a race with this thread
         if result is not None:
-            self.profile.fill(result)
+            self.profile.fill(result, settle=False)
         else:
-            self.profile.failed(why or "unknown")
-        if self.on_done is not None:
-            try:
+            self.profile.failed(why or "unknown", settle=False)
+        try:
+            if self.on_done is not None:
                 self.on_done(self.profile)
-            except Exception:  # the monitor's side showing it: never the loop's problem
-                pass
+        except Exception:  # the monitor's side showing it: never the loop's problem
+            pass
+        finally:
+            self.profile.settle()
 
 
 if __name__ == "__main__":  # analyse_apart's child

@@ -42,15 +42,22 @@ class Profile:
     def done(self) -> bool:
         return self._done.is_set()
 
-    def fill(self, other: Profile) -> None:
-        """This (pending) profile takes the result ``other`` holds, and is done."""
+    def fill(self, other: Profile, *, settle: bool = True) -> None:
+        """This (pending) profile takes the result ``other`` holds, and is done (``settle=False``: not
+        yet signalled; whoever fills it calls ``settle()`` once its own follow-up has run)."""
         for name in ("verdict", "sentence", "evidence", "breakdown", "top_ops", "steps", "trace_path"):
             setattr(self, name, getattr(other, name))
         self.status, self.error = "done", None
-        self._done.set()
+        if settle:
+            self.settle()
 
-    def failed(self, why: str) -> None:
+    def failed(self, why: str, *, settle: bool = True) -> None:
         self.status, self.error = "failed", why
+        if settle:
+            self.settle()
+
+    def settle(self) -> None:
+        """Wake whoever waits on the profile: its result, and what was done with it, are in place."""
         self._done.set()
 
     def as_dict(self) -> dict[str, Any]:
@@ -61,7 +68,7 @@ class Profile:
     def __repr__(self) -> str:
         if self.status == "failed":
             return f"<Profile failed: {self.error}>"
-        if not self.done:
+        if self.status != "done":
             return f"<Profile {self.status}>"
         return f"<Profile {self.verdict} over {self.steps} step{'s' if self.steps != 1 else ''}: {self.sentence}>"
 
@@ -69,7 +76,7 @@ class Profile:
         """The result as the monitor's widget shows it (classes of the monitor's header)."""
         if self.status == "failed":
             return f'<div class="gpuw-profile"><b>Profile failed</b>: {escape(self.error or "")}</div>'
-        if not self.done:
+        if self.status != "done":
             return f'<div class="gpuw-profile gpuw-muted">Profile: {escape(self.status)}…</div>'
         bars = " · ".join(
             f'<span title="{escape(BREAKDOWN_WORDS[k])}: {v:.0%}">{escape(BREAKDOWN_WORDS[k])} {v:.0%}</span>'
