@@ -135,3 +135,15 @@ def test_kernel_look_benchmark_smoke_run() -> None:
                            "--rounds", "2"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
     assert "psutil children(recursive=True) per kernel" in proc.stdout and "ratio:" in proc.stdout
+
+
+def test_device_file_scan_benchmark_smoke_run(tmp_path: Path) -> None:
+    # The container scan's benchmark (docs/benchmarks.md) runs, finds its holders and prints every figure
+    out = tmp_path / "device_files.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.device_files", "--processes", "20", "--holders", "2",
+                           "--rounds", "5", "--json", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    figures = json.loads(out.read_text())
+    assert figures["processes_scanned"] >= 22 and figures["refresh_ms"] > figures["steady_ms"] > 0
+    assert figures["per_read_ms_k1"] >= figures["per_read_ms_k150"] > 0
+    assert "per slow read, lists changing every   1 reads" in proc.stdout and "x the 2 ms target" in proc.stdout

@@ -56,10 +56,14 @@ def test_the_scan_finds_cuda_users_by_their_files_and_not_nvml_only_ones(dev: Pa
         assert found.of(0) == {cuda0.pid, both.pid} and found.of(1) == {both.pid}
         assert found.caps == {both.pid: frozenset({2})} and found.of(None) == set()
         assert found.denied == 0 and found.scanned > 3
-        # Cached: a second scan reads no process again; a refresh reads them all
+        # Cached: a second scan reads no process again and does not list /proc; a refresh reads them all
         reads = scan.reads
-        assert scan.holders().of(0) == {cuda0.pid, both.pid} and scan.reads == reads
-        assert scan.holders(refresh=True).of(1) == {both.pid} and scan.reads >= reads + found.scanned - 1
+        assert scan.holders().of(0) == {cuda0.pid, both.pid} and scan.reads == reads and scan.listings == 1
+        fresh = DeviceFileScan(str(dev), refresh_share=1.0)  # paced to a whole core: no wait to speak of
+        fresh.holders()
+        time.sleep(0.5)
+        reads = fresh.reads
+        assert fresh.holders(refresh=True).of(1) == {both.pid} and fresh.reads >= reads + found.scanned - 1
         # A holder that ended is dropped at the next scan
         cuda0.kill()
         cuda0.wait()
@@ -158,3 +162,45 @@ def test_a_holder_whose_pid_is_reused_is_read_again(dev: Path, monkeypatch: pyte
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_refreshes_are_paced_and_new_processes_are_listed_at_their_own_pace(dev: Path):
+    first = holder(dev, "nvidia-uvm", "nvidia0")
+    late = None
+    try:
+        scan = DeviceFileScan(str(dev), list_every_s=0.5, refresh_share=0.02)
+        t = time.perf_counter()
+        assert scan.holders().of(0) == {first.pid}
+        took = time.perf_counter() - t
+        # A refresh asked at once waits for the pace (the first scan's cost / 0.02), then comes unasked
+        reads = scan.reads
+        scan.holders(refresh=True)
+        assert scan.pending and scan.reads == reads
+        deadline = time.monotonic() + took / 0.02 + 30
+        while scan.pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+            scan.holders()
+        assert not scan.pending and scan.reads > reads
+        # A process that starts holding the files is seen at the next listing, within list_every_s
+        late = holder(dev, "nvidia-uvm", "nvidia0")
+        listings = scan.listings
+        seen = scan.holders().of(0)
+        if scan.listings == listings:
+            assert seen == {first.pid}
+            time.sleep(0.6)
+        assert scan.holders().of(0) == {first.pid, late.pid} and scan.listings > listings
+    finally:
+        for p in (first, late):
+            if p is not None:
+                p.kill()
+                p.wait()
+
+
+def test_a_forked_child_holding_its_parents_files_is_no_context_of_its_own():
+    # The kernel (12) and its forked DataLoader worker (13) hold GPU 0's file; the driver lists one context
+    one = by_device_files([(9001, 3 * GIB)], {12, 13}, {13: 12, 12: 1})
+    assert one == [Match(12, 9001, 3 * GIB, DEVICE_FILES)]
+    # Without parents known, or with two contexts listed, nothing is guessed
+    assert all(m.memory is None for m in by_device_files([(9001, 3 * GIB)], {12, 13}) if m.pid is not None)
+    two = by_device_files([(9001, GIB), (9002, 2 * GIB)], {12, 13, 14}, {13: 12, 14: 12})
+    assert [m.note for m in two if m.pid is not None] == [MEMORY_UNKNOWN] * 3

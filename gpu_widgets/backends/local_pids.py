@@ -3,7 +3,7 @@
 One object per backend, asked once per GPU in each slow read. Where the server sees the host's pids
 it costs nothing (NVML's pids are used as they are). In a container it scans the device files the
 local processes hold (device_files.py), once per slow read, re-reading every process only when
-NVML's lists changed, and matches (pid_match.py).
+NVML's lists changed (paced: see REFRESH_SHARE), and matches (pid_match.py).
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class LocalPids:
             self._holders = self._scan.holders(refresh=changed)
             self.scans += 1
             self._refreshed = self._refreshed or changed
-        return by_device_files(listed, self._holders.of(minor))
+        return by_device_files(listed, self._holders.of(minor), self._holders.parents)
 
     def _host_pids(self, listed: list[tuple[int, int | None]]) -> bool:
         if self.init_namespace is not None:
