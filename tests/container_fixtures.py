@@ -42,12 +42,13 @@ def stand_in_dev(root: Path, gpus: int) -> Path:
     return dev
 
 
-def contained_server(workdir: Path, lib_dir: Path, config: Path, dev: Path, gpus: dict[str, Any]) -> LabServer:
+def contained_server(workdir: Path, lib_dir: Path, config: Path, dev: Path, gpus: dict[str, Any],
+                     *options: str) -> LabServer:
     write_config(config, gpus)
     env = {**fake_nvml_env(lib_dir, config), "GPU_WIDGETS_BACKEND": "nvml"}
     return LabServer(workdir, env=env, app="server", command_prefix=UNSHARE,
                      args=["--GpuWidgets.interval_s=0.2", "--GpuWidgets.slow_interval_s=0.3",
-                           f"--GpuWidgets.nvidia_device_dir={dev}"])
+                           f"--GpuWidgets.nvidia_device_dir={dev}", *options])
 
 
 def run_in_kernel(server: LabServer, kernel_id: str, code: str, timeout: float = 60) -> str:

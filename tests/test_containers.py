@@ -129,3 +129,39 @@ def test_an_orphan_and_a_mig_instance_in_a_container(namespace, fake_nvml_lib, t
         # Kill works on the local pid
         done = srv.request_json("POST", f"gpu-widgets/api/v1/processes/{inner_child}/kill")
         assert done["ended"] and done["freed_bytes"] == GIB, done
+
+
+def test_the_idle_gpu_culler_works_on_the_matched_processes(namespace, fake_nvml_lib, tmp_path):
+    # Culling on, as an admin turns it on; two kernels in the container, each holding a GPU's file
+    from .test_kernel_culling_e2e import BOUND_S, MARGIN_S, ROUND_S, WINDOW_S
+
+    dev = stand_in_dev(tmp_path, 2)
+    conf = tmp_path / "nvml.conf"
+    with contained_server(tmp_path / "srv", fake_nvml_lib, conf, dev, {"gpus": [{}, {}]},
+                          f"--GpuWidgets.cull_idle_gpu_kernels_after_s={WINDOW_S:g}") as srv:
+        (sa, outer_a), (sb, outer_b) = srv.start_notebook_kernel("idle.ipynb"), srv.start_notebook_kernel("shared.ipynb")
+        a, b = sa["kernel"]["id"], sb["kernel"]["id"]
+        inner_a = int(run_in_kernel(srv, a, hold(dev, "nvidia-uvm", "nvidia0")))
+        run_in_kernel(srv, b, hold(dev, "nvidia-uvm", "nvidia1"))
+        # GPU 0: kernel a alone, matched one to one, 2 GiB at 0 %. GPU 1: kernel b and another container's
+        # context of another size: b's memory is unknown, so b is never culled on a guess
+        write_config(conf, {"gpus": [{"util_gpu": 0, "procs": [(outer_a, 2 * GIB)]},
+                                     {"util_gpu": 0, "procs": [(outer_b, 3 * GIB), (999_999, GIB)]}]})
+        held_since = time.monotonic()
+        wait_for(lambda: [p for p in processes(srv, 0) if p["pid"] == inner_a and p["matched_by"] == "device_files"],
+                 "kernel a not matched", srv)
+
+        def alive() -> set[str]:
+            return {k["id"] for k in srv.get_json("api/kernels")}
+
+        wait_for(lambda: a not in alive(), "kernel a not culled", srv, timeout=BOUND_S + MARGIN_S)
+        assert time.monotonic() - held_since >= WINDOW_S
+        (culled,) = [e for e in srv.api("kernels/events")["events"] if e["kernel_id"] == a]
+        assert culled["kind"] == "culled" and culled["notebook_path"] == "idle.ipynb", culled
+        assert culled["reason"].startswith("shut down after 3 s holding 2 GiB of GPU 0 unused"), culled
+        # Past the bound, kernel b (memory unknown) still runs
+        while time.monotonic() - held_since < BOUND_S + ROUND_S:
+            time.sleep(0.5)
+        assert b in alive(), srv.log_tail()
+        shared = processes(srv, 1)
+        assert any(p["pid"] is not None and p["kernel_id"] == b and p["used_memory_bytes"] is None for p in shared), dump(shared)

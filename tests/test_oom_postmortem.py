@@ -284,3 +284,29 @@ def test_in_a_container_an_entry_with_no_local_process_is_named_by_its_host_pid(
               "matched_by": None}]
     pm = post_mortem(oom(alloc="30.00", unalloc="1.00"), snapshot(procs))
     assert "outside this container (host pid 90210)" in pm.cause and "None" not in pm.text(), pm.text()
+
+
+def test_in_a_container_untold_entries_are_not_blamed_and_unknown_memory_says_why():
+    # Two local kernels on the GPU (this one and a notebook), two host-pid entries the counts did not
+    # tell apart: one of them may be this very process, so neither is named the cause
+    from gpu_widgets.backends.pid_match import MEMORY_UNKNOWN, NOT_TOLD
+
+    kernel = "python -m ipykernel_launcher -f /run/jupyter/kernel-1a2b3c4d-9999.json"
+    procs = [{"pid": os.getpid(), "used_memory_bytes": None, "uid": os.getuid(), "name": "me",
+              "unavailable": {"used_memory_bytes": MEMORY_UNKNOWN}, "matched_by": "device_files"},
+             {"pid": 4242, "used_memory_bytes": None, "uid": os.getuid(), "name": "python", "command": kernel,
+              "unavailable": {"used_memory_bytes": MEMORY_UNKNOWN}, "matched_by": "device_files"},
+             {"pid": None, "nvml_pid": 90210, "used_memory_bytes": 30 * GIB, "uid": None, "name": None,
+              "unavailable": {"name": NOT_TOLD}, "matched_by": None},
+             {"pid": None, "nvml_pid": 90211, "used_memory_bytes": 15 * GIB, "uid": None, "name": None,
+              "unavailable": {"name": NOT_TOLD}, "matched_by": None}]
+    pm = post_mortem(oom(alloc="30.00", unalloc="1.00"), snapshot(procs))
+    assert pm.cause.startswith("this process's own tensors"), pm.cause
+    text = pm.text()
+    assert f"pid 4242 · Jupyter kernel 1a2b3c4d · {MEMORY_UNKNOWN}" in text, text
+    assert "host pid 90210, not told apart from this container's processes · 30.00 GiB" in text, text
+    assert "None" not in text
+    # An entry outside the container, told apart, is still the cause when it holds the GPU
+    procs[2]["unavailable"] = {"name": "outside this container (the driver reports host pids)"}
+    pm = post_mortem(oom(alloc="30.00", unalloc="1.00"), snapshot(procs))
+    assert pm.cause.startswith("another process (outside this container (host pid 90210)) holds 30.00 GiB"), pm.cause

@@ -74,11 +74,19 @@ def _others(snapshot: dict[str, Any] | None, index: int | None) -> list[dict[str
     me, uid = os.getpid(), os.getuid()
     out = []
     for p in (device or {}).get("processes") or ():
-        if not isinstance(p, dict) or p.get("pid") == me or not isinstance(p.get("used_memory_bytes"), int):
+        if not isinstance(p, dict) or p.get("pid") == me:
             continue
-        entry: dict[str, Any] = {"pid": p.get("pid"), "used_memory_bytes": p.get("used_memory_bytes")}
-        if p.get("pid") is None:  # outside this container: the driver's (host) pid names it
+        memory = p.get("used_memory_bytes")
+        why = p.get("unavailable") if isinstance(p.get("unavailable"), dict) else {}
+        unknown = why.get("used_memory_bytes")
+        if not isinstance(memory, int) and not (p.get("pid") is not None and unknown):
+            continue  # no figure and no reason: nothing to say about it
+        entry: dict[str, Any] = {"pid": p.get("pid"), "used_memory_bytes": memory if isinstance(memory, int) else None}
+        if unknown and not isinstance(memory, int):
+            entry["memory_unknown"] = unknown  # in a container, where the driver's counts do not decide it
+        if p.get("pid") is None:  # the driver's (host) pid names it: outside, or not told apart from ours
             entry["nvml_pid"] = p.get("nvml_pid")
+            entry["told_apart"] = not str(why.get("name") or "").startswith("not told apart")
         if p.get("uid") == uid:  # our own user's: what it is (other users' stay pid and memory)
             command = p.get("command")
             kernel = _KERNEL.search(command) if isinstance(command, str) else None
@@ -94,8 +102,16 @@ def _others(snapshot: dict[str, Any] | None, index: int | None) -> list[dict[str
 def _pid(p: dict[str, Any]) -> str:
     """"pid 4242", or for an entry of the driver's with no local process (a container) its host pid."""
     if p.get("pid") is None:
+        if p.get("told_apart") is False:
+            return f"host pid {p.get('nvml_pid')}, not told apart from this container's processes"
         return f"outside this container (host pid {p.get('nvml_pid')})"
     return f"pid {p['pid']}"
+
+
+def _blamed(others: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries whose memory is surely another process's: not those the driver's host pids leave
+    untold (one may be this very process) nor those of unknown memory."""
+    return [p for p in others if p.get("told_apart", True) and p["used_memory_bytes"] is not None]
 
 
 def _who(p: dict[str, Any]) -> str | None:
@@ -131,7 +147,8 @@ def post_mortem(exc: BaseException, snapshot: dict[str, Any] | None = None, batc
         facts["others"] = [p for p in parsed["processes"] if p["pid"] != os.getpid()]
     facts.update(_allocator(parsed["gpu"]))
     req, free, total = facts["requested_bytes"], facts["free_bytes"], facts["total_bytes"]
-    others_bytes = sum(p["used_memory_bytes"] or 0 for p in facts["others"])
+    blamed = _blamed(facts["others"])
+    others_bytes = sum(p["used_memory_bytes"] for p in blamed)
     unalloc = facts["reserved_unallocated_bytes"]
     where = f"GPU {parsed['gpu']}" if parsed["gpu"] is not None else "the GPU"
     lines = [f"{where}: asked for {gib(req)}, {gib(free)} was free of {gib(total)}."]
@@ -143,12 +160,12 @@ def post_mortem(exc: BaseException, snapshot: dict[str, Any] | None = None, batc
     elif req and total and req > total:
         cause = (f"the step asked for {gib(req)}, more than all of {where}'s {gib(total)}: a size computed "
                  "wrong (a shape, a unit), or work meant for a larger GPU or for several")
-    elif facts["others"] and total and others_bytes >= max(req or 0, OTHERS_SHARE * total):
-        top = facts["others"][0]
+    elif blamed and total and others_bytes >= max(req or 0, OTHERS_SHARE * total):
+        top = blamed[0]
         who, name = _who(top) or "another process", top.get("name")
         detail = f"{_pid(top)}, {name}" if name and not _who(top) else _pid(top)
         cause = f"{who} ({detail}) holds {gib(top['used_memory_bytes'])} of {where}"
-        if len(facts["others"]) > 1:
+        if len(blamed) > 1:
             cause += f"; with the others, {gib(others_bytes)}"
     else:
         cause = "this process's own tensors fill the GPU: what this step needed does not fit"
@@ -166,7 +183,9 @@ def post_mortem(exc: BaseException, snapshot: dict[str, Any] | None = None, batc
     for p in facts["others"][:8]:
         what = _who(p) or p.get("name") or "another user's process (details hidden)"
         made_up = " (a SIMULATED process: these GPUs are not real)" if simulated else ""
-        lines.append(f"Also on {where}: {_pid(p)} · {what} · {gib(p['used_memory_bytes'])}{made_up}.")
+        held = p["memory_unknown"] if p.get("memory_unknown") else gib(p["used_memory_bytes"])
+        named = _pid(p) if p.get("pid") is None else f"{_pid(p)} · {what}"  # a host pid: nothing more known
+        lines.append(f"Also on {where}: {named} · {held}{made_up}.")
     if unalloc and total and (unalloc >= FRAGMENT_SHARE * total or cause.startswith("fragmentation")):
         lines.append(f"{gib(unalloc)} is reserved but unallocated: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
                      "lets PyTorch reuse it (set it before CUDA starts: in the kernel's environment or the "
