@@ -43,10 +43,10 @@ def stand_in_dev(root: Path, gpus: int) -> Path:
 
 
 def contained_server(workdir: Path, lib_dir: Path, config: Path, dev: Path, gpus: dict[str, Any],
-                     *options: str) -> LabServer:
+                     *options: str, app: str = "server") -> LabServer:
     write_config(config, gpus)
     env = {**fake_nvml_env(lib_dir, config), "GPU_WIDGETS_BACKEND": "nvml"}
-    return LabServer(workdir, env=env, app="server", command_prefix=UNSHARE,
+    return LabServer(workdir, env=env, app=app, command_prefix=UNSHARE,
                      args=["--GpuWidgets.interval_s=0.2", "--GpuWidgets.slow_interval_s=0.3",
                            f"--GpuWidgets.nvidia_device_dir={dev}", *options])
 

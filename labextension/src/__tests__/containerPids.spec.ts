@@ -3,20 +3,22 @@
  */
 import * as React from 'react';
 
-import { ContainerPidsNote, matchTitle, pidText } from '../processes/containerPids';
+import { CONTAINER_SUMMARY, ContainerPidsNote, matchTitle, pidText } from '../processes/containerPids';
 
 const { renderToStaticMarkup } = jest.requireActual('react-dom/server') as {
   renderToStaticMarkup: (element: React.ReactElement) => string;
 };
 
 describe('processes of a server in a container', () => {
-  it('shows the status note as one quiet line, whole on hover', () => {
+  it('shows the status note as one quiet line, whole on a click or hover', () => {
     const text = 'This server runs in a container and the NVIDIA driver reports host pids: ... run with --pid=host';
     const html = renderToStaticMarkup(React.createElement(ContainerPidsNote, { text }));
     expect(html).toContain('role="note"');
     expect(html).toContain('aria-label="GPU processes in a container"');
     expect(html).toContain(`title="${text}"`);
     expect(html).toContain('jp-GpuWidgets-containerNote');
+    expect(html).toContain(`<summary class="jp-GpuWidgets-containerSummary">${CONTAINER_SUMMARY}</summary>`);
+    expect(html).toMatch(/<details>.*<\/details>/);
   });
 
   it('says on hover how each entry was matched', () => {

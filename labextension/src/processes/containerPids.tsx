@@ -7,7 +7,10 @@ import * as React from 'react';
 
 import { IProcess } from '../api/tokens';
 
-/** Above the GPU cards while the status carries a note: one line, the whole of it on hover. */
+/** What the collapsed note says: the rest (what works, what does not, the fix) is one click away. */
+export const CONTAINER_SUMMARY = 'In a container: GPU processes are found by the device files they hold';
+
+/** Above the GPU cards while the status carries a note: one line, the whole of it on a click or hover. */
 export function ContainerPidsNote(props: { text: string }): JSX.Element {
   return (
     <div
@@ -16,7 +19,10 @@ export function ContainerPidsNote(props: { text: string }): JSX.Element {
       aria-label="GPU processes in a container"
       title={props.text}
     >
-      <div className="jp-GpuWidgets-messageBody">{props.text}</div>
+      <details>
+        <summary className="jp-GpuWidgets-containerSummary">{CONTAINER_SUMMARY}</summary>
+        <div className="jp-GpuWidgets-messageBody">{props.text}</div>
+      </details>
     </div>
   );
 }
