@@ -58,6 +58,9 @@ def test_api_answers_every_generated_request_within_its_schema(fuzz_server, mode
                 elif op.path == "/processes/{pid}/kill":
                     # no fuzzed pid is an orphan of this server's kernels: refused, never killed
                     assert response.status_code in (400, 403, 404) and body["message"], body
+                elif op.path == "/cells/summary" and response.status_code == 404:
+                    # no fuzzed id is a kernel of this server: unknown, never someone else's figures
+                    assert body["code"] == "unknown_kernel" and body["message"], body
                 else:
                     assert response.status_code == 400, (case.query, body)
                     assert body["code"] == "bad_parameter" and body["message"], body

@@ -17,6 +17,8 @@ from ..settings_check import check_number
 from .alerts_feed import AlertsFeed
 from .alerts_handler import ENGINE_KEY, AlertSettingsHandler, AlertsHandler
 from .cluster_handler import ClusterHandler
+from .cell_ledger import LEDGER_KEY, KernelLedger
+from .cells_handler import CellSummaryHandler
 from .gpu_activity import TRACKER_KEY, GpuActivity
 from .handlers import route_table
 from .kernel_events import KEY as KERNEL_EVENTS_KEY, DeathWatcher, KernelEvents, KernelEventsHandler
@@ -194,6 +196,10 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         self.gpu_work = self.settings[TRACKER_KEY] = GpuActivity(
             self.service, self.serverapp, self.log, self.gpu_activity, self.activity_busy_percent, culler)
         self.gpu_work.start()
+        # Each kernel's GPU memory, sample by sample: the cells' lines (cells_handler.py).
+        self.cell_ledger = self.settings[LEDGER_KEY] = KernelLedger(
+            self.service, self.serverapp.kernel_manager, self.log, self.slow_interval_s, self.window_s)
+        self.cell_ledger.start()
         # Why a kernel died: events served at kernels/events (kernel_events.py).
         events = self.settings[KERNEL_EVENTS_KEY] = KernelEvents()
         self.death_watcher = DeathWatcher(self.serverapp.kernel_manager, self.serverapp.session_manager,
@@ -211,6 +217,7 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         self.handlers.append((f"{API_PREFIX}/alerts/settings", AlertSettingsHandler))
         self.handlers.append((f"{API_PREFIX}/kernels/events", KernelEventsHandler))
         self.handlers.append((f"{API_PREFIX}/processes/(.*)/kill", KillHandler))
+        self.handlers.append((f"{API_PREFIX}/cells/summary", CellSummaryHandler))
         self.handlers.extend(route_table(API_PREFIX))
         self.handlers.append(metrics_route())
 
@@ -218,9 +225,10 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         alerts = getattr(self, "alerts", None)
         if alerts is not None:
             alerts.stop()
-        gpu_work = getattr(self, "gpu_work", None)
-        if gpu_work is not None:
-            gpu_work.stop()
+        for part in ("gpu_work", "cell_ledger"):
+            running = getattr(self, part, None)
+            if running is not None:
+                running.stop()
         orphans = getattr(self, "orphans", None)
         if orphans is not None:
             orphans.stop()

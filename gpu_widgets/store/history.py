@@ -119,6 +119,28 @@ class History:
                     for col in entry["cols"].values():
                         col[pos] = NAN
 
+    def between(self, t0: float, t1: float, columns: tuple[str, ...]) -> tuple[Any, dict[int, dict[str, Any]], float | None]:
+        """Samples with t0 <= timestamp <= t1 at full resolution, only ``columns``, as NumPy copies
+        (NaN for null): (times, {index: {"uuid", "name", column: values}}, the oldest timestamp kept).
+        One copy per column under the lock: a cell's hour on 8 GPUs is a few hundred kB."""
+        with self._lock:
+            oldest = self._times[self._start] if self._size else None
+            first = self._first_after(t0 - 1e-9)
+            last = self._first_after(t1)
+            size = last
+            times = self._copy(self._times, first, size, self._start) if last > first else None
+            out = {}
+            for idx, e in sorted(self._devices.items()):
+                cols = {c: self._copy(e["cols"][c], first, size, self._start) for c in columns} if times is not None else {}
+                out[idx] = {"uuid": e["uuid"], "name": e["name"], **cols}
+        if times is None:
+            import numpy as np
+
+            times = np.empty(0)
+            for d in out.values():
+                d.update({c: np.empty(0) for c in columns})
+        return times, out, oldest
+
     def _first_after(self, t: float) -> int:
         """Logical index of the first sample with timestamp > t (binary search on the ring)."""
         lo, hi = 0, self._size

@@ -253,6 +253,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/cells/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What one cell cost the GPU: per GPU its kernel used, the peak memory, the change, busy, SM, energy
+         * @description The front end sends the kernel id and the cell's start (the kernel's execute_input time) and, once it finished, its end (the execute_reply time); without an end the cell is running and the answer covers it up to now. A GPU is listed where a process of the kernel (the kernel, its children and theirs) held memory during the cell. busy_percent, sm_percent and energy_j are the GPU's: shared_with > 0 says other processes used it too. From the samples already taken, no NVML call. A start before the history's oldest sample answers with what there is and says from when (history_from, partial). See docs/cells.md.
+         */
+        get: operations["getCellSummary"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/kernels/events": {
         parameters: {
             query?: never;
@@ -821,6 +841,49 @@ export interface components {
         KernelEvents: {
             events: components["schemas"]["KernelEvent"][];
         };
+        CellSummary: {
+            kernel_id: string;
+            start: number;
+            /** @description the cell's end, or now while it runs */
+            end: number;
+            running: boolean;
+            duration_s: number;
+            /** @description the GPUs the kernel's processes held memory on during the cell; empty: the cell used no GPU */
+            gpus: components["schemas"]["CellGpu"][];
+            /** @description the kernel restarted during the cell */
+            restarted: boolean;
+            restarted_at: number[];
+            /** @description the oldest sample kept, where it is after the start */
+            history_from: number | null;
+            /** @description the history does not reach back to the start: the figures cover only the part it holds */
+            partial: boolean;
+            server_time: number;
+        };
+        CellGpu: {
+            index: number;
+            uuid: string | null;
+            name: string | null;
+            /** @description the most the kernel's processes held on this GPU during the cell */
+            peak_memory_bytes: number | null;
+            /** @description what they held at the end minus at the start (a leak is positive) */
+            memory_change_bytes: number | null;
+            /** @description in a container, where the driver's counts could not tell the kernel's memory */
+            memory_unknown: boolean;
+            /** @description the most other processes on this GPU during the cell */
+            shared_with: number;
+            /** @description the GPU's mean utilization over the cell */
+            busy_percent: number | null;
+            /** @description the GPU's mean SM activity (GPM), where the GPU has it */
+            sm_percent: number | null;
+            /** @description the GPU's energy counter difference over the cell */
+            energy_j: number | null;
+            /** @description clock slowdowns seen during the cell (thermal, power), as throttle reason names */
+            slowdowns: string[];
+            /** @description the GPU stopped answering during the cell */
+            lost: boolean;
+            /** @description how many samples the figures come from */
+            samples: number;
+        };
         KernelEvent: {
             id: number;
             kernel_id: string;
@@ -1185,6 +1248,60 @@ export interface operations {
             };
             /** @description the alerts are off on this server (GpuWidgets.alerts_enabled, or a bad alert setting: the message says which) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getCellSummary: {
+        parameters: {
+            query: {
+                /** @description a kernel of this server (running, or ended within the hour) */
+                kernel_id: string;
+                /** @description when the cell started, unix seconds */
+                start: number;
+                /** @description when it finished, unix seconds (absent: it runs) */
+                end?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CellSummary"];
+                };
+            };
+            /** @description a bad parameter (missing start, the end before the start, a time in the future, not a number); the message names it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not authenticated */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such kernel on this server (code unknown_kernel) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,186 @@
+"""Which GPUs each kernel held, and how much, sample by sample: what a cell's GPU line is made of.
+
+A periodic callback at the sampler's slow interval reads the latest sample (no NVML call of its
+own: the processes are read on slow reads) and, in a worker thread (psutil walks /proc), books per
+kernel of this server and per GPU the memory its processes held (the kernel, its children and
+theirs: DataLoader workers, a torchrun started from a cell), and how many other processes were on
+that GPU. An entry is kept only when something changed for that kernel, so an idle kernel costs
+nothing. A kernel whose pid changed restarted: the time is kept.
+
+Bounded: each kernel keeps at most ``max_entries`` changes and none older than the history's
+window; at most MAX_KERNELS kernels; an ended kernel's book is kept ENDED_KEEP_S, so the line of
+its last cell still answers.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tornado.ioloop import PeriodicCallback
+
+from ..service.attribution import owning_kernel
+from . import kernels
+
+LEDGER_KEY = "gpu_widgets_cell_ledger"
+MAX_KERNELS = 256
+ENDED_KEEP_S = 3600.0
+MAX_PROCESSES = 4096  # a round's /proc walk stays bounded on a crowded machine
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One kernel's GPUs from one sample on (until its next entry)."""
+
+    t: float  # the sample's unix time
+    held: Mapping[int, int | None]  # GPU index -> bytes its processes held (None: unknown, in a container)
+    others: Mapping[int, int]  # GPU index -> processes on that GPU that are not this kernel's
+
+
+@dataclass
+class Book:
+    entries: deque[Entry]
+    restarts: list[float] = field(default_factory=list)  # unix times at which the kernel's pid changed
+    root: int | None = None
+    seen: float = 0.0  # monotonic: the last round the kernel was running
+
+
+Held = dict[str, dict[int, int | None]]
+Counts = dict[str, dict[int, int]]
+
+
+def classify(devices: Iterable[Mapping[str, Any]], roots: dict[int, str],
+             owners: dict[int, str | None]) -> tuple[Held, Counts]:
+    """Per kernel, GPU -> bytes held; and per kernel, GPU -> how many other processes it has. Runs in
+    a worker thread.
+
+    ``owners`` caches pid -> kernel between rounds (the /proc walk is the cost); the caller drops it
+    when the kernels change."""
+    held: Held = {}
+    mine: Counts = {}
+    counts: dict[int, int] = {}
+    seen: set[int] = set()
+    n = 0
+    for dev in devices:
+        gpu = dev["index"]
+        for proc in dev.get("processes") or ():
+            n += 1
+            if n > MAX_PROCESSES:
+                break
+            counts[gpu] = counts.get(gpu, 0) + 1
+            pid = proc.get("pid")
+            if pid is None:
+                continue  # outside this container: never a kernel of this server
+            seen.add(pid)
+            if pid not in owners:
+                owners[pid] = owning_kernel(pid, roots)
+            kernel_id = owners[pid]
+            if kernel_id is None:
+                continue
+            mem = proc.get("used_memory_bytes")
+            own = mine.setdefault(kernel_id, {})
+            own[gpu] = own.get(gpu, 0) + 1
+            gpus = held.setdefault(kernel_id, {})
+            before = gpus.get(gpu, 0)
+            gpus[gpu] = None if mem is None or before is None else before + int(mem)
+    for pid in [p for p in owners if p not in seen]:
+        del owners[pid]  # a pid that left the lists may come back as another process
+    others = {k: {g: counts.get(g, 0) - n for g, n in own.items()} for k, own in mine.items()}
+    return held, others
+
+
+class KernelLedger:
+    def __init__(self, service: Any, kernel_manager: Any, log: logging.Logger, interval_s: float,
+                 window_s: float, max_entries: int = 20000) -> None:
+        self.service, self.kernel_manager, self.log = service, kernel_manager, log
+        self.interval_s, self.window_s, self.max_entries = interval_s, window_s, max_entries
+        self.books: dict[str, Book] = {}
+        self.rounds = 0
+        self._owners: dict[int, str | None] = {}
+        self._roots: dict[int, str] = {}
+        self._last_sample: float | None = None
+        self._periodic: PeriodicCallback | None = None
+        self._running = False
+
+    def start(self) -> None:
+        self._periodic = PeriodicCallback(self.tick, max(0.1, self.interval_s) * 1000)
+        self._periodic.start()
+
+    def stop(self) -> None:
+        if self._periodic is not None:
+            self._periodic.stop()
+
+    async def tick(self) -> None:
+        if self._running:
+            return
+        self._running = True
+        try:
+            await self._round()
+        except Exception:  # the next round tries again
+            self.log.warning("gpu-widgets: could not book GPU memory per kernel", exc_info=True)
+        finally:
+            self._running = False
+
+    async def _round(self) -> None:
+        snap = self.service.latest() if self.service.ready else None
+        if snap is None or snap.get("timestamp") == self._last_sample:
+            return
+        roots = kernels.kernel_root_pids(self.kernel_manager)
+        if roots != self._roots:
+            self._owners, self._roots = {}, roots
+        loop = asyncio.get_running_loop()
+        held, others = await loop.run_in_executor(None, classify, snap["devices"], roots, self._owners)
+        self._last_sample = snap["timestamp"]
+        self.add(snap["timestamp"], held, others, {k: pid for pid, k in roots.items()})
+
+    def add(self, t: float, held: Mapping[str, Mapping[int, int | None]],
+            others_of: Mapping[str, Mapping[int, int]], running: Mapping[str, int]) -> None:
+        """One sample's booking (the round's; tests call it with made-up figures)."""
+        now = time.monotonic()
+        self.rounds += 1
+        for kernel_id, pid in running.items():
+            book = self.books.get(kernel_id)
+            if book is None:
+                if len(self.books) >= MAX_KERNELS:
+                    self._drop_oldest()
+                book = self.books[kernel_id] = Book(deque(maxlen=self.max_entries), root=pid)
+            elif book.root != pid:
+                book.restarts.append(t)
+                book.root = pid
+            book.seen = now
+            gpus = dict(held.get(kernel_id, {}))
+            others = dict(others_of.get(kernel_id, {}))
+            last = book.entries[-1] if book.entries else None
+            if last is None and not gpus:
+                continue  # never on a GPU yet: nothing to book
+            if last is None or dict(last.held) != gpus or dict(last.others) != others:
+                book.entries.append(Entry(t, gpus, others))
+            while len(book.entries) > 1 and book.entries[1].t < t - self.window_s:
+                book.entries.popleft()  # the first kept is the state at the window's start
+        for kernel_id in [k for k, b in self.books.items() if k not in running and now - b.seen > ENDED_KEEP_S]:
+            del self.books[kernel_id]
+
+    def _drop_oldest(self) -> None:
+        oldest = min(self.books, key=lambda k: self.books[k].seen)
+        del self.books[oldest]
+
+    def known(self, kernel_id: str) -> bool:
+        """A kernel of this server: running (booked or not yet), or ended within ENDED_KEEP_S."""
+        if kernel_id in self.books:
+            return True
+        return kernel_id in self.kernel_manager
+
+    def between(self, kernel_id: str, t0: float, t1: float) -> tuple[list[Entry], list[float]]:
+        """The entries in effect during [t0, t1] (the one before t0 first, where there is one), and
+        the restarts in it."""
+        book = self.books.get(kernel_id)
+        if book is None:
+            return [], []
+        entries = list(book.entries)
+        before = [e for e in entries if e.t <= t0]
+        inside = [e for e in entries if t0 < e.t <= t1]
+        return ([before[-1]] if before else []) + inside, [r for r in book.restarts if t0 <= r <= t1]
