@@ -1,6 +1,9 @@
 """The simulated backend: deterministic, plausible dynamics, scripted faults, clearly labelled."""
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from gpu_widgets.backends import ConfigError, SimulatedBackend, open_backend, parse_faults
@@ -244,3 +247,48 @@ def test_simulated_memory_stays_well_under_the_memory_alert_and_keeps_room_on_gp
             assert d["memory_used_bytes"] <= 0.6 * d["memory_total_bytes"], (s, d["index"])
             if d["index"] < 2:
                 assert d["memory_free_bytes"] >= 40 * (1 << 30), (s, d["index"])
+
+
+def test_a_real_process_that_holds_simulated_memory_shows_on_that_gpu_until_it_lets_go(tmp_path, monkeypatch):
+    import json as _json
+    import subprocess as _sp
+    import sys as _sys
+
+    from gpu_widgets.backends import simulated_use
+    from gpu_widgets.simulated_use import hold, release
+
+    monkeypatch.setenv(simulated_use.ENV_DIR, str(tmp_path))
+    monkeypatch.setattr(simulated_use, "READ_EVERY_S", 0.0)
+    backend = SimulatedBackend(n_gpus=2)
+    backend.open()
+    t = time.time()  # readings are a function of the time: the same t before and after the claim
+    base = backend.read_fast(t)[0]["memory_used_bytes"]
+    # Given this process holding 3 GiB of GPU 0 and a child holding 1 GiB of GPU 1
+    hold(0, 3 << 30)
+    child = _sp.Popen([_sys.executable, "-c", "import sys, time; from gpu_widgets.simulated_use import hold; "
+                       "hold(1, 1 << 30); print('held', flush=True); time.sleep(60)"],
+                      stdout=_sp.PIPE, env={**os.environ, simulated_use.ENV_DIR: str(tmp_path)})
+    try:
+        assert child.stdout.readline() == b"held\n"
+        slow = backend.read_slow(time.time())
+        mine = {p["pid"]: p for d in slow for p in d["processes"] if p["pid"] in (os.getpid(), child.pid)}
+        # Then each is listed on its GPU, described as the real process it is, and GPU 0's memory grew
+        assert mine[os.getpid()]["used_memory_bytes"] == 3 << 30 and mine[os.getpid()]["matched_by"] == "pid"
+        assert mine[child.pid]["used_memory_bytes"] == 1 << 30
+        assert [d["index"] for d in slow if any(p["pid"] == child.pid for p in d["processes"])] == [1]
+        assert backend.read_fast(t)[0]["memory_used_bytes"] - base == 3 << 30
+    finally:
+        child.kill()
+        child.wait()
+    # When the child ends its claim is gone (its file stays: no reader trusts it); release() lets go of ours
+    release()
+    assert not [p for d in backend.read_slow(time.time()) for p in d["processes"] if p["pid"] in (os.getpid(), child.pid)]
+    # Bad claims are nobody's: a reused pid, an oversized file, nonsense, an out-of-range GPU
+    (tmp_path / "1.json").write_text(_json.dumps({"pid": os.getpid(), "create_time": 1.0, "gpus": {"0": 5}}))
+    (tmp_path / "2.json").write_text("x" * (simulated_use.MAX_FILE_BYTES + 1))
+    (tmp_path / "3.json").write_text("{not json")
+    (tmp_path / "4.json").write_text(_json.dumps({"pid": os.getpid(), "create_time": 0, "gpus": {"99": 5}}))
+    assert simulated_use.read_claims() == {}
+    for gpu, size in ((-1, 1), (64, 1), ("0", 1), (0, -1), (0, 1.5), (0, True)):
+        with pytest.raises(ValueError):
+            hold(gpu, size)

@@ -6,6 +6,8 @@
         stop the live dashboard
     %gpu_free
         give back the memory a failed cell keeps (gpu_widgets.free_gpu_memory())
+    %gpu_cells [--last N] [--local]
+        the cells that used a GPU and what each cost (cell_magic.py)
     %%gpuwatch [--interval SECONDS] [--gpus auto|all|0,1] [--window SECONDS] [--quiet] [--profile] [--memory]
         run the cell while watching the GPUs, then print what they did (--profile: and why the
         GPU is not busy, from torch.profiler; --memory: and where the GPU memory went)
@@ -32,7 +34,7 @@ from ..sampling.sampler import MIN_INTERVAL_S, get_sampler
 from ..sampling.snapshot import aged, with_status
 from ..sampling.stall import STALE
 from ..widgets import leases
-from . import oom_hook
+from . import cell_magic, oom_hook
 from .cell_profiling import cell_profile, cell_recording, show_profile, show_recording
 from .summary import summarize, summary_html
 from ..widgets.dashboard import MAX_WINDOW_S, GpuDashboard, wait_for_gpm
@@ -334,10 +336,13 @@ class GpuWatchMagics(Magics):
 def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(GpuWatchMagics)
     oom_hook.register(ipython)
+    if cell_magic.GpuCellsMagics.book is None:  # loaded twice: one book
+        cell_magic.register(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     oom_hook.unregister(ipython)
+    cell_magic.unregister(ipython)
     if GpuWatchMagics.dashboard is not None:
         GpuWatchMagics.dashboard.stop()
         GpuWatchMagics.dashboard = None

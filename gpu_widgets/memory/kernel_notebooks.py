@@ -28,7 +28,7 @@ def notebook_paths(kernel_ids: Iterable[str]) -> dict[str, str]:
     if not wanted:
         return {}
     try:
-        server = _own_server()
+        server = own_server()
         sessions = _sessions(server) if server is not None else None
     except Exception:  # an unreadable runtime file, a refused or slow request: the ids stand
         return {}
@@ -41,7 +41,7 @@ def notebook_paths(kernel_ids: Iterable[str]) -> dict[str, str]:
     return paths
 
 
-def _own_server() -> dict[str, Any] | None:
+def own_server() -> dict[str, Any] | None:
     """The runtime info of the Jupyter server this process descends from."""
     import psutil
     from jupyter_server.serverapp import list_running_servers

@@ -17,28 +17,18 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tornado.ioloop import PeriodicCallback
 
-from ..service.attribution import owning_kernel
+from ..service.kernel_holdings import Entry, classify
 from . import kernels
 
 LEDGER_KEY = "gpu_widgets_cell_ledger"
 MAX_KERNELS = 256
 ENDED_KEEP_S = 3600.0
-MAX_PROCESSES = 4096  # a round's /proc walk stays bounded on a crowded machine
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One kernel's GPUs from one sample on (until its next entry)."""
-
-    t: float  # the sample's unix time
-    held: Mapping[int, int | None]  # GPU index -> bytes its processes held (None: unknown, in a container)
-    others: Mapping[int, int]  # GPU index -> processes on that GPU that are not this kernel's
 
 
 @dataclass
@@ -47,50 +37,6 @@ class Book:
     restarts: list[float] = field(default_factory=list)  # unix times at which the kernel's pid changed
     root: int | None = None
     seen: float = 0.0  # monotonic: the last round the kernel was running
-
-
-Held = dict[str, dict[int, int | None]]
-Counts = dict[str, dict[int, int]]
-
-
-def classify(devices: Iterable[Mapping[str, Any]], roots: dict[int, str],
-             owners: dict[int, str | None]) -> tuple[Held, Counts]:
-    """Per kernel, GPU -> bytes held; and per kernel, GPU -> how many other processes it has. Runs in
-    a worker thread.
-
-    ``owners`` caches pid -> kernel between rounds (the /proc walk is the cost); the caller drops it
-    when the kernels change."""
-    held: Held = {}
-    mine: Counts = {}
-    counts: dict[int, int] = {}
-    seen: set[int] = set()
-    n = 0
-    for dev in devices:
-        gpu = dev["index"]
-        for proc in dev.get("processes") or ():
-            n += 1
-            if n > MAX_PROCESSES:
-                break
-            counts[gpu] = counts.get(gpu, 0) + 1
-            pid = proc.get("pid")
-            if pid is None:
-                continue  # outside this container: never a kernel of this server
-            seen.add(pid)
-            if pid not in owners:
-                owners[pid] = owning_kernel(pid, roots)
-            kernel_id = owners[pid]
-            if kernel_id is None:
-                continue
-            mem = proc.get("used_memory_bytes")
-            own = mine.setdefault(kernel_id, {})
-            own[gpu] = own.get(gpu, 0) + 1
-            gpus = held.setdefault(kernel_id, {})
-            before = gpus.get(gpu, 0)
-            gpus[gpu] = None if mem is None or before is None else before + int(mem)
-    for pid in [p for p in owners if p not in seen]:
-        del owners[pid]  # a pid that left the lists may come back as another process
-    others = {k: {g: counts.get(g, 0) - n for g, n in own.items()} for k, own in mine.items()}
-    return held, others
 
 
 class KernelLedger:
@@ -142,6 +88,7 @@ class KernelLedger:
         """One sample's booking (the round's; tests call it with made-up figures)."""
         now = time.monotonic()
         self.rounds += 1
+        self._last_sample = t if self._last_sample is None else max(self._last_sample, t)
         for kernel_id, pid in running.items():
             book = self.books.get(kernel_id)
             if book is None:
@@ -167,6 +114,11 @@ class KernelLedger:
     def _drop_oldest(self) -> None:
         oldest = min(self.books, key=lambda k: self.books[k].seen)
         del self.books[oldest]
+
+    @property
+    def booked_until(self) -> float | None:
+        """The newest sample booked: a cell that ended before it has its final figures."""
+        return self._last_sample
 
     def known(self, kernel_id: str) -> bool:
         """A kernel of this server: running (booked or not yet), or ended within ENDED_KEEP_S."""

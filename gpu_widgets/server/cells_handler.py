@@ -58,4 +58,6 @@ class CellSummaryHandler(BaseApiHandler):
         loop = asyncio.get_running_loop()
         answer = await loop.run_in_executor(None, summarize, entries, restarts, history, start, t1, end is None,
                                             self.service.interval_s)
-        self.send({"kernel_id": kernel_id, **answer, "server_time": time.time()})
+        booked = ledger.booked_until
+        final = end is not None and booked is not None and booked >= end
+        self.send({"kernel_id": kernel_id, **answer, "final": final, "server_time": time.time()})

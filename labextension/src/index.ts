@@ -4,12 +4,14 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { Clipboard, ICommandPalette, IThemeManager } from '@jupyterlab/apputils';
+import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { IFormRendererRegistry } from '@jupyterlab/ui-components';
 import { Signal } from '@lumino/signaling';
 
 import { Alerts } from './alerts/alerts';
+import { CellsFollower } from './cells/cellsFollower';
 import { ClusterModel } from './cluster/clusterModel';
 import { gpuIcon } from './shell/icons';
 import { KernelActions } from './processes/kernelActions';
@@ -41,7 +43,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'A GPU monitor for JupyterLab: a GPU sidebar and a status-bar item.',
   autoStart: true,
-  optional: [ISettingRegistry, ICommandPalette, ILayoutRestorer, IStatusBar, IThemeManager, IFormRendererRegistry],
+  optional: [
+    ISettingRegistry,
+    ICommandPalette,
+    ILayoutRestorer,
+    IStatusBar,
+    IThemeManager,
+    IFormRendererRegistry,
+    INotebookTracker
+  ],
   activate: (
     app: JupyterFrontEnd,
     settingRegistry: ISettingRegistry | null,
@@ -49,7 +59,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null,
     statusBar: IStatusBar | null,
     themeManager: IThemeManager | null,
-    formRegistry: IFormRendererRegistry | null
+    formRegistry: IFormRendererRegistry | null,
+    notebooks: INotebookTracker | null
   ): void => {
     console.log('gpu-widgets extension activated');
 
@@ -59,7 +70,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     void cluster.probe();
     // A shutdown from the panel: the processes are read again at once (the memory coming back).
     const kernelActions = new KernelActions(app.serviceManager, () => void model.refreshProcesses());
+    // Each notebook's cells: a GPU line under those that used one, and the sidebar's bill.
+    const cells = notebooks ? new CellsFollower(notebooks) : null;
     const sidebar = new GpuSidebar({
+      bill: cells?.bill ?? null,
       model,
       cluster,
       kernelActions,
@@ -125,6 +139,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
             }
             model.setStatusBarActive(Boolean(statusBar) && showStatusBar);
             void alerts.applySetting(settings.get('alerts').composite);
+            cells?.configure({
+              showCellLines: settings.get('showCellLines').composite !== false,
+              storeInMetadata: settings.get('storeInMetadata').composite === true
+            });
           };
           apply();
           settings.changed.connect(apply);

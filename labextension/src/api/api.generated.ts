@@ -857,6 +857,8 @@ export interface components {
             history_from: number | null;
             /** @description the history does not reach back to the start: the figures cover only the part it holds */
             partial: boolean;
+            /** @description the cell ended and a sample after its end is booked: asking again gives the same figures */
+            final: boolean;
             server_time: number;
         };
         CellGpu: {

@@ -14,6 +14,12 @@ import { components } from './api.generated';
 
 type Schemas = components['schemas'];
 
+/** `GET cells/summary`: what one cell of a kernel cost the GPU (docs/cells.md). */
+export type ICellSummary = Schemas['CellSummary'];
+
+/** One GPU of a cell's summary. */
+export type ICellGpu = Schemas['CellGpu'];
+
 /** `GET status`: backend, driver, sampling interval, server time. */
 export type IStatus = Schemas['Status'];
 

@@ -17,6 +17,7 @@ import { FALLBACK_PALETTE, IPalette, readPalette } from '../charts/palette';
 import { IKernelActions } from '../processes/processActions';
 import { MetricChoice } from '../gpus/settings';
 import { ContainerPidsNote } from '../processes/containerPids';
+import { BillSource, NotebookBill } from '../cells/bill';
 
 export namespace GpuSidebar {
   export interface IOptions {
@@ -31,6 +32,8 @@ export namespace GpuSidebar {
     kernelActions?: IKernelActions | null;
     /** Copy text to the clipboard (the free GPUs' CUDA_VISIBLE_DEVICES). */
     copy?: ((text: string) => void) | null;
+    /** The active notebook's cells that used a GPU ("This notebook", cells/bill.tsx). */
+    bill?: BillSource | null;
   }
 }
 
@@ -51,6 +54,7 @@ export class GpuSidebar extends ReactWidget {
     this._openPath = options.openPath;
     this._kernelActions = options.kernelActions ?? null;
     this._copy = options.copy ?? null;
+    this._bill = options.bill ?? null;
     this._model.changed.connect(this._onModelChanged, this);
     this._cluster = options.cluster ?? null;
     this._cluster?.changed.connect(this._onClusterChanged, this);
@@ -118,6 +122,7 @@ export class GpuSidebar extends ReactWidget {
         )}
         {this._cluster?.offered && <ViewSwitch view={view} onChange={v => (this.view = v)} />}
         {view === 'cluster' ? <ClusterView model={this._cluster!} palette={this._palette} /> : <SidebarView {...ctx} />}
+        {view === 'local' && this._bill && <NotebookBill source={this._bill} />}
       </>
     );
   }
@@ -193,6 +198,7 @@ export class GpuSidebar extends ReactWidget {
     }
   }
 
+  private _bill: BillSource | null;
   private _cluster: ClusterModel | null;
   private _copy: ((text: string) => void) | null;
   private _focus: { index: number; seq: number } | null = null;
