@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 from tornado.httpclient import HTTPClientError
 
@@ -117,11 +118,21 @@ async def test_a_cell_whose_kernel_child_holds_memory_gets_its_gpu_peak_change_b
     # The other process is a count: never named, nor its pid
     assert str(stranger.pid) not in json.dumps(done)
 
-    # A cell later, where the kernel keeps its 2.5 GiB and nothing changes: it still holds GPU 0
+    # A cell later, where the kernel keeps its 2.5 GiB and the GPU works on: it used GPU 0
     later = time.time()
     await asyncio.sleep(0.4)
-    idle = await summary(jp_fetch, kernel_id, later, time.time())
-    assert gpu0(idle)["peak_memory_bytes"] == 5 * GIB // 2 and gpu0(idle)["memory_change_bytes"] == 0
+    busy = await summary(jp_fetch, kernel_id, later, time.time())
+    assert gpu0(busy)["peak_memory_bytes"] == 5 * GIB // 2 and gpu0(busy)["memory_change_bytes"] == 0
+    # And when the GPU idles, a CPU-only cell: the memory kept is no use of the GPU, no line
+    in_process_fake_nvml({"gpus": [{"util_gpu": 0, "procs": [(child, 5 * GIB // 2)]}, {"util_gpu": 50}]})
+    deadline = time.monotonic() + 20
+    while (await summary(jp_fetch, kernel_id, time.time() - 0.3))["held_only"] != [0]:  # the busy samples passed
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+    quiet = time.time()
+    await asyncio.sleep(0.4)
+    idle = await summary(jp_fetch, kernel_id, quiet, time.time())
+    assert idle["gpus"] == [] and idle["held_only"] == [0]
 
     # When the kernel restarts during a cell: the summary says so, and when
     before = time.time()
@@ -155,7 +166,8 @@ async def test_a_lost_gpu_during_the_cell_is_said_instead_of_figures(in_process_
         ({"kernel_id": "k", "start": "1"}, 400, "more than 31 days"),
         ({"kernel_id": "../../etc", "start": "1"}, 400, "kernel_id: expected a kernel id"),
         ({"kernel_id": "k" * 65, "start": "1"}, 400, "kernel_id: expected at most 64 characters"),
-        ({"kernel_id": "k", "start": "1", "cell": "3"}, 400, "cell: unknown parameter (valid: kernel_id, start, end)"),
+        ({"kernel_id": "k", "start": "1", "cell": "3"}, 400,
+         "cell: unknown parameter (valid: kernel_id, start, end, next_start)"),
     ],
 )
 async def test_bad_cell_queries_are_400_naming_the_parameter(jp_fetch, params, status, words):
@@ -175,6 +187,9 @@ async def test_times_in_the_future_or_backwards_and_unknown_kernels_are_4xx(jp_f
         ({"start": now + 3600}, 400, "start: ", "in the future"),
         ({"start": now - 10, "end": now + 3600}, 400, "end: ", "in the future"),
         ({"start": now - 10, "end": now - 20}, 400, "end: ", "before the start"),
+        ({"start": now - 10, "end": now - 5, "next_start": now - 6}, 400, "next_start: ", "after this one's end"),
+        ({"start": now - 10, "next_start": now - 6}, 400, "next_start: ", "needs end"),
+        ({"start": now - 10, "end": now - 5, "next_start": now + 3600}, 400, "next_start: ", "in the future"),
     ]
     for extra, status, name, words in cases:
         with pytest.raises(HTTPClientError) as info:
@@ -219,20 +234,54 @@ def test_the_ledger_keeps_changes_only_and_forgets_what_fell_out_of_the_window()
     entries = ledger.books["a"].entries
     assert entries[0].t < 249 - 100 <= entries[1].t
     # between(): the entry in effect at the start, then those inside
-    got, restarts = ledger.between("a", 200.5, 203.0)
+    got, restarts, after = ledger.between("a", 200.5, 203.0)
     assert [e.t for e in got] == [200.0, 201.0, 202.0, 203.0] and restarts == []
+    # and the first booked after the end, within a round and a half: what the cell left behind
+    assert after.t == 204.0 and ledger.between("a", 200.5, 249.5)[2] is None
+    # read after the next cell began: maybe that cell's, so not this one's end
+    assert ledger.between("a", 200.5, 203.0, next_start=203.5)[2] is None
     # A new root pid is a restart
     ledger.add(250.0, {}, {}, {"a": 11})
     assert ledger.between("a", 240.0, 260.0)[1] == [250.0]
-    assert not ledger.known("b") and ledger.between("b", 0, 1) == ([], [])
+    assert not ledger.known("b") and ledger.between("b", 0, 1) == ([], [], None)
+
+
+class _History:
+    """The History's between() answer for GPU 0 at ``util`` % (the store's own tests cover between())."""
+
+    def __init__(self, util: float) -> None:
+        self.util = util
+
+    def between(self, t0, t1, columns):
+        times = np.arange(max(t0, 0.0), t1 + 1e-9, 1.0)
+        cols = {c: np.full(len(times), 0.0) for c in columns}
+        cols["utilization_gpu_percent"] = np.full(len(times), self.util)
+        cols["energy_j"] = np.arange(len(times)) * 100.0
+        return times, {0: {"uuid": "GPU-0", "name": "H100", **cols}}, 0.0
 
 
 def test_memory_unknown_in_a_container_is_said_and_not_guessed():
     entries = [Entry(0.0, {0: None}, {0: 2}), Entry(5.0, {0: None}, {0: 3})]
-    out = summarize(entries, [], None, 1.0, 9.0, False, 1.0)
+    out = summarize(entries, [], _History(60.0), 1.0, 9.0, False, 1.0)
     (g,) = out["gpus"]
     assert g["memory_unknown"] is True and g["peak_memory_bytes"] is None and g["memory_change_bytes"] is None
-    assert g["shared_with"] == 3 and g["busy_percent"] is None and g["samples"] == 0
+    assert g["shared_with"] == 3 and g["busy_percent"] == 60.0 and g["samples"] == 10 and g["energy_j"] == 900.0
+    # Unknown memory on an idle GPU (or with no samples): nothing says the cell used it
+    for history in (_History(0.0), None):
+        idle = summarize(entries, [], history, 1.0, 9.0, False, 1.0)
+        assert idle["gpus"] == [] and idle["held_only"] == [0]
+
+
+def test_a_gpu_only_kept_memory_on_while_idle_is_no_use_of_it():
+    # A CPU-only cell after a model was loaded: the memory stays, the GPU idles
+    kept = [Entry(0.0, {0: 4 * GIB}, {0: 0})]
+    out = summarize(kept, [], _History(0.0), 10.0, 20.0, False, 1.0)
+    assert out["gpus"] == [] and out["held_only"] == [0]
+    # The same while the GPU works (a training step on the loaded model): used
+    assert [g["index"] for g in summarize(kept, [], _History(40.0), 10.0, 20.0, False, 1.0)["gpus"]] == [0]
+    # Memory that changed, on an idle GPU (a model loaded, nothing run yet): used
+    loaded = kept + [Entry(15.0, {0: 6 * GIB}, {0: 0})]
+    assert summarize(loaded, [], _History(0.0), 10.0, 20.0, False, 1.0)["gpus"][0]["memory_change_bytes"] == 2 * GIB
     # The start's state is the entry in effect before the cell; a cell that freed memory shows -
     freed = summarize([Entry(0.0, {0: 4 * GIB}, {}), Entry(5.0, {0: GIB}, {})], [], None, 1.0, 9.0, False, 1.0)
     assert freed["gpus"][0]["memory_change_bytes"] == -3 * GIB and freed["gpus"][0]["peak_memory_bytes"] == 4 * GIB

@@ -26,7 +26,7 @@ ENV_DIR = "GPU_WIDGETS_SIMULATED_USE_DIR"
 MAX_CLAIMS = 256
 MAX_FILE_BYTES = 4096
 MAX_GPUS = 64
-READ_EVERY_S = 0.5  # the fast loop asks each tick; the directory is read at most this often
+READ_EVERY_S = 0.2  # the fast and slow reads both ask; the directory is read at most this often
 
 Claims = dict[int, list[tuple[int, int]]]  # GPU index -> [(pid, bytes)]
 

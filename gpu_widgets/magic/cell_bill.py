@@ -61,12 +61,22 @@ def _get(info: dict[str, Any], path: str, query: dict[str, Any]) -> Any:
     return json.loads(body)
 
 
-def from_server(info: dict[str, Any], kernel: str, cells: list[CellRecord]) -> list[dict[str, Any] | None]:
+def next_start(book: CellBook, end: float) -> float | None:
+    """When the kernel's next cell began after ``end`` (what was read after it may be that cell's)."""
+    later = [c.start for c in book.cells if c.start >= end]
+    return min(later) if later else None
+
+
+def from_server(info: dict[str, Any], kernel: str, book: CellBook,
+                cells: list[CellRecord]) -> list[dict[str, Any] | None]:
     """Each cell's summary from the server (None where it could not say)."""
     def one(cell: CellRecord) -> dict[str, Any] | None:
+        query = {"kernel_id": kernel, "start": repr(cell.start), "end": repr(cell.end)}
+        following = next_start(book, cell.end or cell.start)
+        if following is not None:
+            query["next_start"] = repr(following)
         try:
-            return _get(info, "gpu-widgets/api/v1/cells/summary",
-                        {"kernel_id": kernel, "start": repr(cell.start), "end": repr(cell.end)})
+            return _get(info, "gpu-widgets/api/v1/cells/summary", query)
         except Exception:  # a refusal (an old server, no extension), a timeout: no figures for it
             return None
 
@@ -78,8 +88,13 @@ def from_book(book: CellBook, cells: list[CellRecord]) -> list[dict[str, Any] | 
     sampler = book._sampler
     history = sampler.history if sampler is not None else None
     interval = sampler.interval_s if sampler is not None else 1.0
-    return [summarize(book.between(c.start, c.end or c.start), [], history, c.start, c.end or c.start,
-                      False, interval) for c in cells]
+    after_s = 1.5 * (sampler.slow_interval_s if sampler is not None else 2.0) + 0.5
+    out = []
+    for c in cells:
+        end = c.end if c.end is not None else c.start
+        entries, after = book.between(c.start, end, after_s, next_start(book, end))
+        out.append(summarize(entries, [], history, c.start, end, False, interval, after))
+    return out
 
 
 def _bytes(n: int | None) -> str:

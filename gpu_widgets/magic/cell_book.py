@@ -61,6 +61,8 @@ class CellBook:
     def post_run_cell(self, result: Any) -> None:
         if self._current is not None:
             self._current.end = time.time()
+            count = getattr(result, "execution_count", None)  # the cell's own "[n]" (pre_run_cell is too early)
+            self._current.count = count if isinstance(count, int) else self._current.count
             self._current.failed = not getattr(result, "success", True)
             self._current = None
 
@@ -113,8 +115,13 @@ class CellBook:
             if (last is None and mine) or (last is not None and (dict(last.held) != mine or dict(last.others) != around)):
                 self.entries.append(Entry(float(snap["timestamp"]), mine, around))
 
-    def between(self, t0: float, t1: float) -> list[Entry]:
+    def between(self, t0: float, t1: float, after_s: float,
+                next_start: float | None) -> tuple[list[Entry], Entry | None]:
+        """The entries in effect during [t0, t1], and the first within ``after_s`` after t1 and
+        before the next cell began (what the cell left behind, as the server's ledger does)."""
         with self._lock:
             entries = list(self.entries)
         before = [e for e in entries if e.t <= t0]
-        return ([before[-1]] if before else []) + [e for e in entries if t0 < e.t <= t1]
+        limit = t1 + after_s if next_start is None else min(t1 + after_s, next_start - 1e-6)
+        after = next((e for e in entries if t1 < e.t <= limit), None)
+        return ([before[-1]] if before else []) + [e for e in entries if t0 < e.t <= t1], after

@@ -47,7 +47,7 @@ class GpuCellsMagics(Magics):
         server = None if args.local else cell_bill.own_server()
         kernel = cell_bill.kernel_id()
         if server is not None and kernel is not None:
-            summaries = cell_bill.from_server(server, kernel, cells)
+            summaries = cell_bill.from_server(server, kernel, book, cells)
             source = f"figures from the Jupyter server at {server.get('url')}"
             if cells and all(s is None for s in summaries):
                 source += " (it gave none: is the gpu_widgets server extension enabled there?)"

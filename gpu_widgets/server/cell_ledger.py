@@ -29,6 +29,7 @@ from . import kernels
 LEDGER_KEY = "gpu_widgets_cell_ledger"
 MAX_KERNELS = 256
 ENDED_KEEP_S = 3600.0
+AFTER_SLACK_S = 0.5  # a round's own lateness (the worker thread's /proc walk)
 
 
 @dataclass
@@ -49,6 +50,7 @@ class KernelLedger:
         self._owners: dict[int, str | None] = {}
         self._roots: dict[int, str] = {}
         self._last_sample: float | None = None
+        self._processes_at: float | None = None
         self._periodic: PeriodicCallback | None = None
         self._running = False
 
@@ -81,7 +83,12 @@ class KernelLedger:
         loop = asyncio.get_running_loop()
         held, others = await loop.run_in_executor(None, classify, snap["devices"], roots, self._owners)
         self._last_sample = snap["timestamp"]
-        self.add(snap["timestamp"], held, others, {k: pid for pid, k in roots.items()})
+        sampler = getattr(self.service, "sampler", None)
+        span = sampler.slow_read_span if sampler is not None else None
+        read_at = snap["timestamp"]
+        if span and span[1] <= snap["timestamp"]:  # (a slow read that ended after the sample is not in it)
+            read_at = self._processes_at = span[0]  # the process lists are as of the slow read
+        self.add(read_at, held, others, {k: pid for pid, k in roots.items()})
 
     def add(self, t: float, held: Mapping[str, Mapping[int, int | None]],
             others_of: Mapping[str, Mapping[int, int]], running: Mapping[str, int]) -> None:
@@ -117,8 +124,11 @@ class KernelLedger:
 
     @property
     def booked_until(self) -> float | None:
-        """The newest sample booked: a cell that ended before it has its final figures."""
-        return self._last_sample
+        """When the process lists of the newest booked sample were read (a slow read began): a
+        cell that ended before it has its final figures."""
+        if self._processes_at is None:
+            return self._last_sample
+        return None if self._last_sample is None else min(self._last_sample, self._processes_at)
 
     def known(self, kernel_id: str) -> bool:
         """A kernel of this server: running (booked or not yet), or ended within ENDED_KEEP_S."""
@@ -126,13 +136,20 @@ class KernelLedger:
             return True
         return kernel_id in self.kernel_manager
 
-    def between(self, kernel_id: str, t0: float, t1: float) -> tuple[list[Entry], list[float]]:
-        """The entries in effect during [t0, t1] (the one before t0 first, where there is one), and
-        the restarts in it."""
+    def between(self, kernel_id: str, t0: float, t1: float,
+                next_start: float | None = None) -> tuple[list[Entry], list[float], Entry | None]:
+        """The entries in effect during [t0, t1] (the one before t0 first, where there is one), the
+        restarts in it, and the first entry read after t1 if it came within one round and a half
+        and before the kernel's next cell started (``next_start``, where the caller knows it): what
+        the cell left behind (a child that exited, ``del model``) is seen only then."""
         book = self.books.get(kernel_id)
         if book is None:
-            return [], []
+            return [], [], None
         entries = list(book.entries)
         before = [e for e in entries if e.t <= t0]
         inside = [e for e in entries if t0 < e.t <= t1]
-        return ([before[-1]] if before else []) + inside, [r for r in book.restarts if t0 <= r <= t1]
+        limit = t1 + 1.5 * self.interval_s + AFTER_SLACK_S
+        if next_start is not None:
+            limit = min(limit, next_start - 1e-6)  # read after the next cell began: that cell's, maybe
+        after = next((e for e in entries if t1 < e.t <= limit), None)
+        return ([before[-1]] if before else []) + inside, [r for r in book.restarts if t0 <= r <= t1], after

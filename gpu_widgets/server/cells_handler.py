@@ -26,7 +26,7 @@ MAX_CELL_S = 31 * 86400.0
 
 
 class CellSummaryHandler(BaseApiHandler):
-    allowed_params = ("kernel_id", "start", "end")
+    allowed_params = ("kernel_id", "start", "end", "next_start")
 
     @web.authenticated
     async def get(self) -> None:
@@ -46,6 +46,11 @@ class CellSummaryHandler(BaseApiHandler):
                     raise params.BadParameter(name, f"{value} is in the future (the server's time is {now:.3f})")
             if end is not None and end < start:
                 raise params.BadParameter("end", f"the end ({end}) is before the start ({start})")
+            next_start = params.unix_seconds(args, "next_start")
+            if next_start is not None and (end is None or next_start < end):
+                raise params.BadParameter("next_start", "the kernel's next cell starts after this one's end (and needs end)")
+            if next_start is not None and next_start > now + CLOCK_SLACK_S:
+                raise params.BadParameter("next_start", f"{next_start} is in the future (the server's time is {now:.3f})")
             if (end if end is not None else now) - start > MAX_CELL_S:
                 raise params.BadParameter("start", "a cell of more than 31 days: not a cell's time")
         ledger = self.settings.get(LEDGER_KEY)
@@ -53,11 +58,13 @@ class CellSummaryHandler(BaseApiHandler):
             raise web.HTTPError(404, f"no kernel {kernel_id!r} on this server (running or ended within the hour)",
                                 reason="unknown_kernel")
         t1 = min(now, end) if end is not None else now
-        entries, restarts = ledger.between(kernel_id, start, t1)
+        entries, restarts, after = ledger.between(kernel_id, start, t1, next_start)
+        if end is None:
+            after = None  # running: there is no "after" yet
         history = self.service.sampler.history if self.service.sampler is not None else None
         loop = asyncio.get_running_loop()
         answer = await loop.run_in_executor(None, summarize, entries, restarts, history, start, t1, end is None,
-                                            self.service.interval_s)
+                                            self.service.interval_s, after)
         booked = ledger.booked_until
         final = end is not None and booked is not None and booked >= end
         self.send({"kernel_id": kernel_id, **answer, "final": final, "server_time": time.time()})

@@ -44,6 +44,7 @@ function summary(gpus: ICellGpu[], extra: Partial<ICellSummary> = {}): ICellSumm
     running: false,
     duration_s: 41,
     gpus,
+    held_only: [],
     restarted: false,
     restarted_at: [],
     history_from: null,
@@ -214,18 +215,19 @@ describe('CellCosts', () => {
     const drawn: string[] = [];
     const finished: ICellRecord[] = [];
     const asked: [number, number | null][] = [];
+    const nexts: (number | null)[] = [];
     const costs = new CellCosts({
       host: {
         draw: r => drawn.push(r.summary ? (r.end === null ? runningLine(r.summary) : cellLine(r.summary)) ?? '-' : '-'),
         finished: r => finished.push(r),
         changed: () => undefined
       },
-      request: (k, s, e) => (asked.push([s, e]), answer(k, s, e)),
+      request: (k, s, e, n) => (asked.push([s, e]), nexts.push(n), answer(k, s, e)),
       now: () => clock.now,
       setTimer: clock.set,
       clearTimer: clock.clear
     });
-    return { clock, costs, drawn, finished, asked };
+    return { clock, costs, drawn, finished, asked, nexts };
   }
 
   it('asks every 2 s while a cell runs, once when it ends, and nothing when idle', async () => {
@@ -245,6 +247,16 @@ describe('CellCosts', () => {
     await t.clock.advance(600);
     expect(t.asked.length).toBe(count);
     expect(t.costs.busy).toBe(0);
+  });
+
+  it('tells the server when the next cell began (Run All), so its memory is not this one’s', async () => {
+    const t = make(async (_k, start, end) => summary([gpu(0)], { start, end: end ?? 0, final: false }));
+    t.costs.started('c1', 'k1', 1000);
+    t.costs.ended('c1', 1001);
+    t.costs.started('c2', 'k1', 1001.01);
+    await t.clock.advance(1.5);
+    expect(t.nexts[0]).toBeNull(); // asked as it ended: nothing after it yet
+    expect(t.nexts.slice(1).filter(n => n !== null)).toContain(1001.01);
   });
 
   it('asks again until the answer is final, a bounded number of times', async () => {

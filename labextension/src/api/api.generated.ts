@@ -848,8 +848,10 @@ export interface components {
             end: number;
             running: boolean;
             duration_s: number;
-            /** @description the GPUs the kernel's processes held memory on during the cell; empty: the cell used no GPU */
+            /** @description the GPUs the cell used: the kernel's processes held memory on them during the cell, and that memory changed or the GPU was busy (utilization of 5 % or more); empty: the cell used no GPU */
             gpus: components["schemas"]["CellGpu"][];
+            /** @description GPUs the kernel's processes kept memory on during the cell without using them (the memory did not change and the GPU stayed idle): no part of the line */
+            held_only: number[];
             /** @description the kernel restarted during the cell */
             restarted: boolean;
             restarted_at: number[];
@@ -1268,6 +1270,8 @@ export interface operations {
                 start: number;
                 /** @description when it finished, unix seconds (absent: it runs) */
                 end?: number;
+                /** @description when the kernel's next cell started, where it did (unix seconds, at or after end): a process list read after it may show that cell's memory, so it is not taken as what this cell left behind */
+                next_start?: number;
             };
             header?: never;
             path?: never;

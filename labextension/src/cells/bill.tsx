@@ -127,36 +127,33 @@ export function NotebookBill(props: { source: BillSource }): JSX.Element | null 
       ) : !rows.length ? (
         <p className="jp-GpuWidgets-muted">No cell of this notebook has used a GPU since it was opened.</p>
       ) : (
-        <table className="jp-GpuWidgets-billTable" aria-label="Cells that used a GPU">
-          <thead>
-            <tr>
-              {COLUMNS.map(c => (
-                <th
-                  key={c.key}
-                  className={`jp-GpuWidgets-bill-${c.key}`}
-                  aria-sort={sort.key === c.key ? (sort.descending ? 'descending' : 'ascending') : 'none'}
-                >
-                  <button className="jp-GpuWidgets-sortButton" title={c.title} onClick={() => setSort(nextSort(sort, c.key, 'cell'))}>
-                    {c.label}
-                    <span className="jp-GpuWidgets-sortMark" aria-hidden="true">
-                      {sort.key === c.key ? (sort.descending ? '▾' : '▴') : ''}
-                    </span>
-                  </button>
-                </th>
-              ))}
-            </tr>
-          </thead>
-          <tbody>
+        <div className="jp-GpuWidgets-billTable" role="grid" aria-label="Cells that used a GPU" aria-rowcount={rows.length + 1}>
+          <div className="jp-GpuWidgets-billHead" role="row">
+            {COLUMNS.map(c => (
+              <span
+                key={c.key}
+                role="columnheader"
+                className={`jp-GpuWidgets-bill-${c.key}`}
+                aria-sort={sort.key === c.key ? (sort.descending ? 'descending' : 'ascending') : 'none'}
+              >
+                <button className="jp-GpuWidgets-sortButton" title={c.title} onClick={() => setSort(nextSort(sort, c.key, 'cell'))}>
+                  {c.label}
+                  <span className="jp-GpuWidgets-sortMark" aria-hidden="true">
+                    {sort.key === c.key ? (sort.descending ? '▾' : '▴') : ''}
+                  </span>
+                </button>
+              </span>
+            ))}
+          </div>
+          <div role="rowgroup">
             {sorted.map(row => (
               <BillRow key={row.cellId} row={row} onClick={() => host.showCell(row.cellId)} />
             ))}
-          </tbody>
-          <tfoot>
-            <tr className="jp-GpuWidgets-billTotal">
-              <td colSpan={COLUMNS.length}>Total: {totalText(rows)}</td>
-            </tr>
-          </tfoot>
-        </table>
+          </div>
+          <div className="jp-GpuWidgets-billTotal" role="row">
+            <span role="gridcell">Total: {totalText(rows)}</span>
+          </div>
+        </div>
       )}
     </details>
   );
@@ -168,12 +165,14 @@ function BillRow(props: { row: IBillRow; onClick: () => void }): JSX.Element {
   const peak = totalPeak(s);
   const energy = totalEnergy(s);
   const count = row.executionCount === null ? ' ' : String(row.executionCount);
+  // Two lines: the cell (its count and first line) across the panel, its figures under the headers.
   return (
-    <tr
-      className={`jp-GpuWidgets-clickRow${row.running ? ' jp-mod-running' : ''}`}
+    <div
+      role="row"
+      className={`jp-GpuWidgets-billRow jp-GpuWidgets-clickRow${row.running ? ' jp-mod-running' : ''}`}
       data-cell-id={row.cellId}
       tabIndex={0}
-      title="Show this cell"
+      title={`Show cell [${count}]`}
       onClick={props.onClick}
       onKeyDown={e => {
         if (e.key === 'Enter') {
@@ -181,13 +180,18 @@ function BillRow(props: { row: IBillRow; onClick: () => void }): JSX.Element {
         }
       }}
     >
-      <td className="jp-GpuWidgets-bill-cell">
+      <span role="rowheader" className="jp-GpuWidgets-billSource">
         <span className="jp-GpuWidgets-billCount">[{count}]</span> <code>{row.firstLine || '(empty)'}</code>
-      </td>
-      <td className="jp-GpuWidgets-bill-duration">{row.running ? 'running' : formatCellDuration(s.duration_s)}</td>
-      <td className="jp-GpuWidgets-bill-gpus">{s.gpus.map(g => g.index).join(', ')}</td>
-      <td className="jp-GpuWidgets-bill-peak">{peak === null ? '–' : formatBytes(peak)}</td>
-      <td className="jp-GpuWidgets-bill-energy">{energy === null ? '–' : formatEnergy(energy)}</td>
-    </tr>
+      </span>
+      <span role="gridcell" className="jp-GpuWidgets-bill-cell">
+        {row.running ? 'running' : ''}
+      </span>
+      <span role="gridcell" className="jp-GpuWidgets-bill-duration">
+        {row.running ? '' : formatCellDuration(s.duration_s)}
+      </span>
+      <span role="gridcell" className="jp-GpuWidgets-bill-gpus">{s.gpus.map(g => g.index).join(', ')}</span>
+      <span role="gridcell" className="jp-GpuWidgets-bill-peak">{peak === null ? '–' : formatBytes(peak)}</span>
+      <span role="gridcell" className="jp-GpuWidgets-bill-energy">{energy === null ? '–' : formatEnergy(energy)}</span>
+    </div>
   );
 }

@@ -39,7 +39,8 @@ export interface ICellHost {
 
 export interface ICellCostsOptions {
   host: ICellHost;
-  request: (kernelId: string, start: number, end: number | null) => Promise<ICellSummary>;
+  /** `nextStart`: when the kernel's next cell started, where one did after this one ended. */
+  request: (kernelId: string, start: number, end: number | null, nextStart: number | null) => Promise<ICellSummary>;
   /** Unix seconds by this browser's clock. */
   now?: () => number;
   setTimer?: (fn: () => void, ms: number) => number;
@@ -148,7 +149,7 @@ export class CellCosts {
   private _ask(record: ICellRecord, tries: number): void {
     const end = record.end;
     this._inFlight++;
-    this._request(record.kernelId, record.start, end)
+    this._request(record.kernelId, record.start, end, end === null ? null : this._nextStart(record, end))
       .then(summary => {
         if (this._disposed || this._records.get(record.cellId) !== record || record.end !== end) {
           return; // run again, ended meanwhile, or forgotten: this answer is of another time
@@ -184,6 +185,17 @@ export class CellCosts {
       .finally(() => {
         this._inFlight--;
       });
+  }
+
+  /** The earliest start of the kernel's cells that began at or after `end` (Run All: the next one). */
+  private _nextStart(record: ICellRecord, end: number): number | null {
+    let next: number | null = null;
+    for (const other of this._records.values()) {
+      if (other !== record && other.kernelId === record.kernelId && !other.restored && other.start >= end) {
+        next = next === null ? other.start : Math.min(next, other.start);
+      }
+    }
+    return next;
   }
 
   private _clearTimer: (handle: number) => void;

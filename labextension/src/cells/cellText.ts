@@ -293,6 +293,7 @@ export function readStored(value: unknown): ICellSummary | null {
     running: false,
     duration_s: s.duration_s as number,
     gpus: gpus as ICellGpu[],
+    held_only: Array.isArray(s.held_only) ? (s.held_only as unknown[]).filter((i): i is number => Number.isInteger(i)) : [],
     restarted: s.restarted as boolean,
     restarted_at: Array.isArray(s.restarted_at) ? (s.restarted_at as unknown[]).filter(isNumber) : [],
     history_from: s.history_from as number | null,

@@ -47,8 +47,13 @@ export class NotebookHost {
         finished: record => this._store(record),
         changed: () => this._changed.emit()
       },
-      request: (kernelId, start, end) =>
-        requestAPI<ICellSummary>('cells/summary', { kernel_id: kernelId, start, end: end ?? undefined })
+      request: (kernelId, start, end, nextStart) =>
+        requestAPI<ICellSummary>('cells/summary', {
+          kernel_id: kernelId,
+          start,
+          end: end ?? undefined,
+          next_start: nextStart ?? undefined
+        })
     });
     const session = panel.sessionContext;
     session.kernelChanged.connect(this._onKernelChanged, this);
