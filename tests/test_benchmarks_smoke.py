@@ -147,3 +147,15 @@ def test_device_file_scan_benchmark_smoke_run(tmp_path: Path) -> None:
     assert figures["processes_scanned"] >= 22 and figures["refresh_ms"] > figures["steady_ms"] > 0
     assert figures["per_read_ms_k1"] >= figures["per_read_ms_k150"] > 0
     assert "per slow read, lists changing every   1 reads" in proc.stdout and "x the 2 ms target" in proc.stdout
+
+
+def test_cell_cost_benchmark_smoke_run(tmp_path: Path) -> None:
+    # The cells/summary benchmark (docs/benchmarks.md) fills its hour and prints each cell's cost
+    out = tmp_path / "cell_cost.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.cell_cost", "--gpus", "2", "--rounds", "3",
+                           "--json", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    figures = json.loads(out.read_text())
+    assert figures["history_samples"] == 3600 and figures["ledger_entries"] == 360
+    assert figures["cell 1 h"]["median_ms"] > 0 and figures["cell 1 h"]["bytes"] > 500
+    assert "x the 5.0 ms target" in proc.stdout

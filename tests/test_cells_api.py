@@ -247,17 +247,17 @@ def test_the_ledger_keeps_changes_only_and_forgets_what_fell_out_of_the_window()
 
 
 class _History:
-    """The History's between() answer for GPU 0 at ``util`` % (the store's own tests cover between())."""
+    """A History's stats_between() for GPU 0 at ``util`` % over 1 s samples, energy rising 100 J a
+    sample (the store's own tests cover stats_between() on real samples)."""
 
     def __init__(self, util: float) -> None:
         self.util = util
 
-    def between(self, t0, t1, columns):
-        times = np.arange(max(t0, 0.0), t1 + 1e-9, 1.0)
-        cols = {c: np.full(len(times), 0.0) for c in columns}
-        cols["utilization_gpu_percent"] = np.full(len(times), self.util)
-        cols["energy_j"] = np.arange(len(times)) * 100.0
-        return times, {0: {"uuid": "GPU-0", "name": "H100", **cols}}, 0.0
+    def stats_between(self, t0, t1, indices=None):
+        n = len(np.arange(max(t0, 0.0), t1 + 1e-9, 1.0))
+        return n, {0: {"uuid": "GPU-0", "name": "H100", "util_mean": self.util, "util_max": self.util,
+                       "sm_mean": float("nan"), "energy_first": 0.0, "energy_last": 100.0 * (n - 1),
+                       "throttle_mask": 0, "lost": False}}, 0.0
 
 
 def test_memory_unknown_in_a_container_is_said_and_not_guessed():

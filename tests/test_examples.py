@@ -78,7 +78,7 @@ def text_of(book) -> str:
 
 @pytest.mark.parametrize("name", ["quickstart.ipynb", "train_torch.ipynb", "gpuwatch_magic.ipynb",
                                   "lightning.ipynb", "huggingface.ipynb", "keras.ipynb", "distributed.ipynb",
-                                  "profile.ipynb", "memory.ipynb"])
+                                  "profile.ipynb", "memory.ipynb", "cell_costs.ipynb"])
 def test_committed_examples_have_no_outputs(name):
     book = nbformat.read(EXAMPLES / name, as_version=4)
     nbformat.validate(book)
@@ -257,3 +257,18 @@ def test_memory_example_draws_the_snapshot_tells_the_oom_and_frees_it(run_dir, m
     assert "application/vnd.jupyter.widget-view+json" in shown and "Out of GPU memory" in shown["text/html"]
     # %gpu_free: the failed step's 256 MiB given back, nothing of the user's deleted
     assert "tensors freed: 256.0 MiB" in text and "not touched: `model` still holds" in text
+
+
+def test_the_cell_costs_example_runs_headless_and_its_bill_says_where_figures_come_from(run_dir, monkeypatch,  # noqa: F811
+                                                                                        tmp_path):
+    # No Jupyter server behind nbclient's kernel: %gpu_cells says so and starts the kernel's own
+    # watch (the lines and the server's bill are tested in a real JupyterLab: test_cells_browser.py)
+    monkeypatch.setenv("GPU_WIDGETS_SIMULATED_USE_DIR", str(tmp_path / "claims"))
+    book, seconds = execute("cell_costs.ipynb", run_dir, monkeypatch)
+    assert seconds < 60
+    last = [c for c in book.cells if c.cell_type == "code"][-1]
+    text = "".join(o.get("text", "") for o in last.outputs)
+    html = "".join(o.get("data", {}).get("text/html", "") for o in last.outputs)
+    assert "no Jupyter server for this kernel" in text and "No cell used a GPU" in html, (text, html)
+    first = [c for c in book.cells if c.cell_type == "code"][0]
+    assert "simulated GPUs: take() claims simulated memory" in "".join(o.get("text", "") for o in first.outputs)

@@ -230,3 +230,33 @@ def test_masks_come_back_as_ints_whether_or_not_a_big_read_is_bucketed():
     for max_points in (5000, 10):
         masks = h.since(None, max_points=max_points)["devices"][0]["throttle_reasons"]
         assert {type(m) for m in masks} <= {int, type(None)} and POWER_CAP in masks, max_points
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_stats_between_reduces_a_range_as_its_samples_say_across_the_ring_edge(wrapped):
+    # Given a history whose ring has (or has not) wrapped, with gaps, a lost sample and a throttled one
+    h = History(window_s=50, interval_s=1.0)
+    rng = random.Random(5)
+    total = 200 if wrapped else 40
+    kept: list[tuple[float, float | None, bool, tuple[str, ...]]] = []
+    for i in range(total):
+        util = None if i % 7 == 3 else float(rng.randint(0, 100))
+        lost, reasons = i == total - 10, (("sw_power_cap",) if i == total - 12 else ("gpu_idle",))
+        s = snap(float(i), util, lost=lost, reasons=reasons)
+        s["devices"][0]["energy_j"] = None if i % 9 == 0 else 10.0 * i
+        h.append(s)
+        kept.append((float(i), util, lost, reasons))
+    t0, t1 = total - 30.5, total - 5.0
+    n, devices, oldest = h.stats_between(t0, t1)
+    # Then each figure is what the samples in [t0, t1] give, computed plainly
+    inside = [k for k in kept if t0 <= k[0] <= t1]
+    utils = [u for _, u, lost, _ in inside if u is not None and not lost]
+    energies = [10.0 * t for t, _, lost, _ in inside if int(t) % 9 and not lost]
+    d = devices[0]
+    assert n == len(inside) and oldest == (total - len(h)) * 1.0
+    assert d["util_mean"] == pytest.approx(sum(utils) / len(utils)) and d["util_max"] == max(utils)
+    assert (d["energy_first"], d["energy_last"]) == (energies[0], energies[-1])
+    assert d["throttle_mask"] & POWER_CAP and d["lost"] is True and math.isnan(d["sm_mean"])
+    # A range with no sample: none counted; GPUs not asked for: left out
+    assert h.stats_between(total + 10.0, total + 20.0)[0] == 0
+    assert h.stats_between(t0, t1, indices={1})[1] == {}

@@ -27,8 +27,7 @@ from ..metrics.samples import FastRead, ProcessEntry, SlowRead
 from ..metrics.throttle import BITS
 from .base import GPM_OFF, OK, Backend, DeviceDict, lost_device
 from .faults import Fault
-from .processes import ProcessDescriber
-from .simulated_use import ClaimReader
+from .simulated_use import ClaimReader, claimers, with_claims
 from .simulated_gpm import SMALL_KERNELS_BUSY, gpm_values, process_use
 
 GIB = 1 << 30
@@ -183,9 +182,7 @@ class SimulatedBackend(Backend):
         self._cache: list[tuple[tuple[int, int], dict[str, Any]] | None] = [None] * n_gpus
         self._fault_energy: list[tuple[int, float] | None] = [None] * n_gpus  # (last step, joules)
         self._lock = threading.Lock()
-        # Real processes of this machine that claimed simulated GPU memory (simulated_use.py).
-        self._claims = ClaimReader()
-        self._describer = ProcessDescriber()
+        self._claims = ClaimReader()  # real processes holding simulated GPU memory (simulated_use.py)
 
     def open(self) -> None:
         if self.t0 is None:
@@ -339,10 +336,7 @@ class SimulatedBackend(Backend):
                     continue
                 values = self._cached_values(gpu, t, elapsed)
                 claimed = claims.get(gpu, [])
-                if claimed:
-                    held = min(sum(b for _, b in claimed), SPEC["memory_total_bytes"] - values["memory_used_bytes"])
-                    values = {**values, "memory_used_bytes": values["memory_used_bytes"] + held,
-                              "memory_free_bytes": values["memory_free_bytes"] - held}
+                values = with_claims(values, claimed)
                 sample: dict[str, Any] = {"index": gpu}
                 if identity:
                     sample.update(uuid=uuid, name=name, status=OK)
@@ -350,7 +344,7 @@ class SimulatedBackend(Backend):
                 unavailable = {}
                 for n in names:
                     if n == "processes":
-                        sample[n] = self._processes(gpu, values) + self._claimers(claimed, values)
+                        sample[n] = self._processes(gpu, values) + claimers(self._claims, claimed, values, self.gpm)
                     elif n in GPM_FIELDS and not self.gpm:
                         sample[n] = None
                         unavailable[n] = GPM_OFF
@@ -397,14 +391,6 @@ class SimulatedBackend(Backend):
                 }
             )
         return procs
-
-    def _claimers(self, claimed: list[tuple[int, int]], values: dict[str, Any]) -> list[ProcessEntry]:
-        """The real processes holding simulated memory on this GPU, described as NVML's would be."""
-        if not claimed:
-            return []
-        share = 0.5 if values["_busy"] else 1.0
-        return [{**e, **process_use(values, share, self.gpm, GPM_OFF)}  # type: ignore[typeddict-item]
-                for e in self._describer.entries(list(claimed))]
 
     def read_fast(self, t: float) -> list[FastRead]:
         return self._read(t, FAST_FIELDS, identity=True)

@@ -19,8 +19,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
+
+from .processes import ProcessDescriber
+from .base import GPM_OFF
+from .simulated_gpm import process_use
 
 ENV_DIR = "GPU_WIDGETS_SIMULATED_USE_DIR"
 MAX_CLAIMS = 256
@@ -133,6 +138,7 @@ class ClaimReader:
         self._lock = threading.Lock()
         self._at = -1e9
         self._claims: Claims = {}
+        self.describer = ProcessDescriber()  # the claimers described as NVML's processes are
 
     def get(self) -> Claims:
         with self._lock:
@@ -140,3 +146,20 @@ class ClaimReader:
             if now - self._at >= READ_EVERY_S:
                 self._claims, self._at = read_claims(), now
             return self._claims
+
+
+def with_claims(values: dict[str, Any], claimed: list[tuple[int, int]]) -> dict[str, Any]:
+    """A simulated GPU's readings with the claimed memory counted as used (at most what is free)."""
+    if not claimed:
+        return values
+    held = min(sum(b for _, b in claimed), values["memory_free_bytes"])
+    return {**values, "memory_used_bytes": values["memory_used_bytes"] + held,
+            "memory_free_bytes": values["memory_free_bytes"] - held}
+
+
+def claimers(reader: ClaimReader, claimed: list[tuple[int, int]], values: dict[str, Any], gpm: bool) -> list[Any]:
+    """The real processes holding simulated memory on one GPU, described as NVML's would be."""
+    if not claimed:
+        return []
+    share = 0.5 if values["_busy"] else 1.0
+    return [{**e, **process_use(values, share, gpm, GPM_OFF)} for e in reader.describer.entries(list(claimed))]

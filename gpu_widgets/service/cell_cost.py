@@ -13,38 +13,22 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from ..metrics.throttle import SLOWDOWN_MASK, names_from_mask
 
-COLUMNS = ("utilization_gpu_percent", "sm_active_percent", "energy_j", "throttle_mask", "lost")
 # A GPU the kernel only kept memory on, idle all through the cell, is no use of it: a CPU-only
 # cell after a model was loaded gets no line. Used: its memory changed, or the GPU was busy.
 BUSY_FROM_PERCENT = 5.0
 
 
-def _mean(values: Any) -> float | None:
-    finite = values[np.isfinite(values)]
-    return round(float(finite.mean()), 1) if finite.size else None
+def _figure(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 1)
 
 
-def _energy(values: Any) -> float | None:
-    finite = values[np.isfinite(values)]
-    if finite.size < 2:
+def _energy(first: float, last: float) -> float | None:
+    if math.isnan(first) or math.isnan(last):
         return None
-    spent = float(finite[-1] - finite[0])
+    spent = last - first
     return round(spent, 1) if spent >= 0 else None  # a counter that went back: the driver reloaded
-
-
-def _busy(values: Any) -> bool:
-    finite = values[np.isfinite(values)]
-    return bool(finite.size) and float(finite.max()) >= BUSY_FROM_PERCENT
-
-
-def _slowdowns(masks: Any) -> list[str]:
-    finite = masks[np.isfinite(masks)].astype(np.int64)
-    mask = int(np.bitwise_or.reduce(finite)) if finite.size else 0
-    return names_from_mask(mask & SLOWDOWN_MASK)
 
 
 def summarize(entries: Sequence[Any], restarts: Sequence[float], history: Any, t0: float, t1: float,
@@ -54,23 +38,23 @@ def summarize(entries: Sequence[Any], restarts: Sequence[float], history: Any, t
     then what it left behind); ``history``: the sampler's History (or None); ``lookback_s``: how far
     before t0 a sample still stands for the cell's start (one fast interval). A GPU the kernel held
     memory on but neither changed it nor saw the GPU busy is listed in ``held_only``, not ``gpus``."""
-    gpus: dict[int, dict[str, Any]] = {}
     start_state = entries[0].held if entries and entries[0].t <= t0 else {}
     end_state = after.held if after is not None else entries[-1].held if entries else {}
-    for e in entries:
-        for gpu, held in e.held.items():
-            g = gpus.setdefault(gpu, {"peak": 0, "unknown": False, "others": 0})
-            if held is None:
-                g["unknown"] = True
-            else:
-                g["peak"] = max(g["peak"], held)
-            g["others"] = max(g["others"], e.others.get(gpu, 0))
-    for gpu, held in (after.held.items() if after is not None else ()):
-        g = gpus.setdefault(gpu, {"peak": 0, "unknown": False, "others": 0})  # taken as the cell ended
-        g["unknown"] = g["unknown"] or held is None
-        g["peak"] = max(g["peak"], held or 0)
-    times, devices, oldest = (history.between(t0 - lookback_s, t1, COLUMNS) if history is not None
-                              else (np.empty(0), {}, None))
+    used: set[int] = set()
+    for e in (*entries, *((after,) if after is not None else ())):
+        used.update(e.held)
+    # Per GPU in one pass each (an hour's cell has a few hundred entries on 8 GPUs).
+    gpus: dict[int, dict[str, Any]] = {}
+    inside = [e for e in entries if e.t > t0]
+    for gpu in used:
+        held = [e.held.get(gpu, 0) for e in entries]
+        tail = [after.held.get(gpu, 0)] if after is not None else []  # taken as the cell ended
+        known = [h for h in held + tail if h is not None]
+        gpus[gpu] = {"peak": max(known, default=0), "unknown": len(known) < len(held) + len(tail),
+                     "others": max([e.others.get(gpu, 0) for e in entries], default=0),
+                     "values": [start_state.get(gpu, 0), *held[len(entries) - len(inside):]]}
+    samples, devices, oldest = (history.stats_between(t0 - lookback_s, t1, used) if history is not None
+                                else (0, {}, None))
     out, held_only = [], []
     for gpu in sorted(gpus):
         g = gpus[gpu]
@@ -82,14 +66,15 @@ def summarize(entries: Sequence[Any], restarts: Sequence[float], history: Any, t
         row["memory_change_bytes"] = None if unknown else end - start
         row["memory_unknown"] = unknown
         row["shared_with"] = g["others"]
-        if dev is None or not len(times):
+        if dev is None or not samples:
             row.update(busy_percent=None, sm_percent=None, energy_j=None, slowdowns=[], lost=False, samples=0)
         else:
-            row.update(busy_percent=_mean(dev["utilization_gpu_percent"]), sm_percent=_mean(dev["sm_active_percent"]),
-                       energy_j=_energy(dev["energy_j"]), slowdowns=_slowdowns(dev["throttle_mask"]),
-                       lost=bool(np.nansum(dev["lost"]) > 0), samples=int(len(times)))
-        values = [start_state.get(gpu, 0)] + [e.held.get(gpu, 0) for e in entries if e.t > t0] + [end]
-        busy = dev is not None and len(times) and _busy(dev["utilization_gpu_percent"])
+            row.update(busy_percent=_figure(dev["util_mean"]), sm_percent=_figure(dev["sm_mean"]),
+                       energy_j=_energy(dev["energy_first"], dev["energy_last"]),
+                       slowdowns=names_from_mask(dev["throttle_mask"] & SLOWDOWN_MASK), lost=dev["lost"],
+                       samples=samples)
+        values = g["values"] + [end]
+        busy = dev is not None and samples > 0 and dev["util_max"] >= BUSY_FROM_PERCENT
         if len(set(values)) > 1 or busy or row["lost"]:
             out.append(row)
         else:

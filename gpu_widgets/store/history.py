@@ -119,27 +119,29 @@ class History:
                     for col in entry["cols"].values():
                         col[pos] = NAN
 
-    def between(self, t0: float, t1: float, columns: tuple[str, ...]) -> tuple[Any, dict[int, dict[str, Any]], float | None]:
-        """Samples with t0 <= timestamp <= t1 at full resolution, only ``columns``, as NumPy copies
-        (NaN for null): (times, {index: {"uuid", "name", column: values}}, the oldest timestamp kept).
-        One copy per column under the lock: a cell's hour on 8 GPUs is a few hundred kB."""
+    def stats_between(self, t0: float, t1: float, indices: Any = None) -> tuple[int, dict[int, dict[str, Any]], float | None]:
+        """What a cell's summary needs of the samples with t0 <= timestamp <= t1, per GPU in
+        ``indices`` (all when None), reduced in place under the lock (no copy of an hour's columns):
+        (samples, {index: {"uuid", "name", "util_mean", "util_max", "sm_mean", "energy_first",
+        "energy_last", "throttle_mask", "lost"}}, the oldest timestamp kept). NaN is "no value"."""
+        import numpy as np
+
         with self._lock:
             oldest = self._times[self._start] if self._size else None
-            first = self._first_after(t0 - 1e-9)
-            last = self._first_after(t1)
-            size = last
-            times = self._copy(self._times, first, size, self._start) if last > first else None
+            first, last = self._first_after(t0 - 1e-9), self._first_after(t1)
+            n = max(0, last - first)
+            a = (self._start + first) % self.capacity
+            # The ring's one or two stretches that hold the samples, as views.
+            spans = [(a, a + n)] if a + n <= self.capacity else [(a, self.capacity), (0, a + n - self.capacity)]
             out = {}
             for idx, e in sorted(self._devices.items()):
-                cols = {c: self._copy(e["cols"][c], first, size, self._start) for c in columns} if times is not None else {}
-                out[idx] = {"uuid": e["uuid"], "name": e["name"], **cols}
-        if times is None:
-            import numpy as np
-
-            times = np.empty(0)
-            for d in out.values():
-                d.update({c: np.empty(0) for c in columns})
-        return times, out, oldest
+                if indices is not None and idx not in indices:
+                    continue
+                cols = {c: [np.frombuffer(e["cols"][c], dtype=np.float64)[lo:hi] for lo, hi in spans] for c in
+                        ("utilization_gpu_percent", "sm_active_percent", "energy_j", THROTTLE, LOST)}
+                out[idx] = {"uuid": e["uuid"], "name": e["name"], **_reduced(cols)} if n else \
+                    {"uuid": e["uuid"], "name": e["name"]}
+        return n, out, oldest
 
     def _first_after(self, t: float) -> int:
         """Logical index of the first sample with timestamp > t (binary search on the ring)."""
@@ -237,3 +239,29 @@ def _device(idx: int, uuid: str | None, name: str | None, cols: dict[str, list[A
     dev["throttle_reasons"] = [None if m is None else int(m) for m in masks] if float_masks else masks
     dev["lost"] = [bool(m) for m in cols[LOST]]
     return dev
+
+
+def _reduced(cols: dict[str, list[Any]]) -> dict[str, Any]:
+    """A cell's figures from the views of its samples (one or two stretches of the ring)."""
+    import numpy as np
+
+    def finite(name: str) -> list[Any]:
+        return [v[np.isfinite(v)] for v in cols[name]]
+
+    util, sm, energy = finite("utilization_gpu_percent"), finite("sm_active_percent"), finite("energy_j")
+    masks, lost = finite(THROTTLE), finite(LOST)
+    n_util, n_sm = sum(v.size for v in util), sum(v.size for v in sm)
+    joules = [v for v in energy if v.size]
+    mask = 0
+    for v in masks:
+        if v.size:
+            mask |= int(np.bitwise_or.reduce(v.astype(np.int64)))
+    return {
+        "util_mean": sum(float(v.sum()) for v in util) / n_util if n_util else NAN,
+        "util_max": max(float(v.max()) for v in util if v.size) if n_util else NAN,
+        "sm_mean": sum(float(v.sum()) for v in sm) / n_sm if n_sm else NAN,
+        "energy_first": float(joules[0][0]) if joules else NAN,
+        "energy_last": float(joules[-1][-1]) if joules else NAN,
+        "throttle_mask": mask,
+        "lost": any(bool(v.any()) for v in lost),
+    }
