@@ -68,6 +68,13 @@ def by_source(cells: list[dict[str, str]], start: str) -> dict[str, str]:
     return next(c for c in cells if c["source"].startswith(start))
 
 
+def part(line: str, gpu: int) -> str:
+    """The figures of one GPU in a cell's line ('' when the line has none of it)."""
+    if line.split(" · ")[0] == f"GPU {gpu}" or line.split(" · ")[1:2] == [f"GPU {gpu}"]:
+        return line
+    return next((p for p in line.split("  |  ") if f"GPU {gpu}: " in p), "")
+
+
 def gpu_cells_of(path: Path) -> list[int]:
     book = json.loads(path.read_text())
     code = [c for c in book["cells"] if c["cell_type"] == "code"]
@@ -105,7 +112,8 @@ def test_each_gpu_cell_gets_its_line_the_bill_lists_them_and_the_metadata_keeps_
             assert "peak 7.5 GiB (+7.5 GiB)" in train, train
             # the child's 9 GiB on GPU 1 is the kernel's (the kernel itself held 7.5 GiB there)
             child = by_source(cells, "# A child process")["line"]
-            assert "GPU 1: " in child and "peak 9 GiB (-7.5 GiB)" in child, child
+            # (GPU 0 is on the line only where the simulated GPU 0 was busy meanwhile: the kernel kept its memory)
+            assert "peak 9 GiB (-7.5 GiB)" in part(child, 1), child
             # freeing: the change is "-"
             free = by_source(cells, "# Free GPU 0")["line"]
             assert free.startswith("GPU 0 · 2") and "(-17 GiB)" in free, free
@@ -123,7 +131,8 @@ def test_each_gpu_cell_gets_its_line_the_bill_lists_them_and_the_metadata_keeps_
             panel(page).locator(".jp-GpuWidgets-billHead").get_by_role("button", name="Peak").click()
             peaks = page.evaluate(BILL_JS)
             gib = [float(r[3].split()[0]) * (1 if r[3].endswith("GiB") else 1 / 1024) for r in peaks]
-            assert gib == sorted(gib, reverse=True) and gib[0] == 28, peaks  # the child's cell: 19 + 9 GiB
+            # largest first: the child's cell (19 + 9 GiB, or 9 where GPU 0 idled) or the training (19 + 7.5)
+            assert gib == sorted(gib, reverse=True) and gib[0] in (28, 26.5), peaks
             panel(page).locator(".jp-GpuWidgets-billRow").last.click()
             active = page.locator(".jp-Notebook .jp-Cell.jp-mod-active .jp-InputArea-editor").inner_text()
             assert active.strip().startswith(peaks[-1][0].split("]")[1].strip()[:10]), (active, peaks[-1])
@@ -133,12 +142,16 @@ def test_each_gpu_cell_gets_its_line_the_bill_lists_them_and_the_metadata_keeps_
             table = last.locator(".jp-OutputArea-output").inner_text()
             assert "figures from the Jupyter server at" in table and "4 cells" in table, table  # (itself not yet)
 
+            # The whole notebook in the picture: the CPU cell, the three GPU cells, the child's, the bill
+            page.set_viewport_size({"width": 1400, "height": 2300})
+            page.evaluate("() => document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer')?.scrollTo(0, 0)")
             for theme in ("light", "dark"):
                 switch_theme(page, f"JupyterLab {theme.title()}")
                 SCREENSHOTS.mkdir(parents=True, exist_ok=True)
                 page.locator(".jp-Notebook").screenshot(path=str(SCREENSHOTS / f"cells-{theme}.png"))
                 panel(page).locator(".jp-GpuWidgets-bill").screenshot(path=str(SCREENSHOTS / f"cells-bill-{theme}.png"))
             switch_theme(page, "JupyterLab Light")
+            page.set_viewport_size({"width": 1400, "height": 1000})
 
             # Saved with the setting on: the GPU cells' metadata, not the others'
             page.locator(".jp-Notebook .jp-CodeCell").first.click()
