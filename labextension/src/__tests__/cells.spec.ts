@@ -287,6 +287,28 @@ describe('CellCosts', () => {
     expect(gone.costs.busy).toBe(0);
   });
 
+  it('a notebook of 2,000 cells kept in its metadata asks nothing and sorts its bill at once', async () => {
+    const t = make(() => Promise.reject(new Error('must not be asked')));
+    for (let i = 0; i < 2000; i++) {
+      t.costs.restore(`c${i}`, summary([gpu(i % 8)], { duration_s: (i * 7) % 600 }));
+    }
+    await t.clock.advance(60);
+    expect(t.asked).toEqual([]);
+    expect(t.costs.busy).toBe(0);
+    const rows = [...t.costs.records.values()].map((r, position) => ({
+      cellId: r.cellId,
+      position,
+      executionCount: position + 1,
+      firstLine: 'x',
+      summary: r.summary!,
+      running: false
+    }));
+    const sorted = sortRows(rows, { key: 'duration', descending: true });
+    expect(sorted.length).toBe(2000);
+    expect(sorted[0].summary.duration_s).toBe(599);
+    expect(totalText(rows)).toMatch(/^2000 cells · /);
+  });
+
   it('keeps what the metadata says and never asks for it', async () => {
     const t = make(() => Promise.reject(new Error('must not be asked')));
     t.costs.restore('c1', summary([gpu(0)]));
