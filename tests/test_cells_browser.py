@@ -95,7 +95,12 @@ def test_each_gpu_cell_gets_its_line_the_bill_lists_them_and_the_metadata_keeps_
             # While the two-GPU cell runs, its line counts up
             running = wait_for(page, LINES_JS, lambda cs: "running" in by_source(cs, '# "Train" on two GPUs')["line"],
                                90, "a running line under the training cell")
-            assert "GPU 0" in by_source(running, '# "Train"')["line"], running
+            first = by_source(running, '# "Train"')["line"]
+            assert "GPU 0" in first, running
+            # and it updates (every 2 s): the clock moves on
+            wait_for(page, LINES_JS, lambda cs: by_source(cs, '# "Train"')["line"].startswith("running")
+                     and by_source(cs, '# "Train"')["line"].split(" · ")[0] != first.split(" · ")[0], 30,
+                     "the running line updated")
             run_all_cells_done(page)
             cells = wait_for(page, LINES_JS, lambda cs: all(
                 by_source(cs, s)["line"] and "running" not in by_source(cs, s)["line"]

@@ -280,11 +280,14 @@ describe('CellCosts', () => {
     await t.clock.advance(0);
     expect(t.costs.records.get('c1')!.summary).toBeNull();
 
+    const debug = jest.spyOn(console, 'debug').mockImplementation(() => undefined);
     const gone = make(() => Promise.reject(Object.assign(new Error('no kernel'), { status: 404 })));
     gone.costs.started('c1', 'k9', 1000);
     await gone.clock.advance(10);
     expect(gone.asked.length).toBe(1);
     expect(gone.costs.busy).toBe(0);
+    expect(debug).toHaveBeenCalledWith(expect.stringContaining('no GPU figures for cell c1: no kernel'));
+    debug.mockRestore();
   });
 
   it('a notebook of 2,000 cells kept in its metadata asks nothing and sorts its bill at once', async () => {
