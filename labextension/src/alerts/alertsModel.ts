@@ -15,7 +15,7 @@
  * Kept free of JupyterLab's UI packages: the notification calls come in as `INotifier` (the
  * plugin passes `Notification` of @jupyterlab/apputils) so jest can drive it in plain node.
  */
-import { components } from '../api/api.generated';
+import { components } from '../api/generated';
 import { FetchPoll } from '../api/fetchPoll';
 import { requestAPI } from '../api/request';
 

@@ -7,7 +7,7 @@
  * a tab never overwrites an administrator's configuration with schema defaults; one that is set
  * is sent when it differs from what the server answers.
  */
-import { components } from '../api/api.generated';
+import { components } from '../api/generated';
 import { ALERT_KINDS, AlertKind, IAlerts } from './alertsModel';
 import { requestAPI } from '../api/request';
 

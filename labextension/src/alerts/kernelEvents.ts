@@ -6,7 +6,7 @@
  * The newest id seen is kept in the tab's `sessionStorage`, so a reload shows nothing twice; a new
  * tab shows only the events of the last minute.
  */
-import { components } from '../api/api.generated';
+import { components } from '../api/generated';
 import { FetchPoll } from '../api/fetchPoll';
 import { requestAPI } from '../api/request';
 import { INotifier, IStore } from './alertsModel';

@@ -3,14 +3,14 @@
  * and the states the sidebar can be in.
  *
  * The API's shapes are aliases of the types generated from gpu_widgets/server/openapi.json
- * (api.generated.ts, `jlpm gen:api`): the document is the one description of the API, and
- * `make test` fails when the generated file falls behind it. Field docs are in that document
+ * (api/generated/, `jlpm gen:api`): the document is the one description of the API, and
+ * `make test` fails when the generated files fall behind it. Field docs are in that document
  * and docs/fields.md. Any value the server could not read is `null`, and the matching
  * `unavailable` map says why.
  *
  * Kept free of JupyterLab imports so that jest can use it in plain node.
  */
-import { components } from './api.generated';
+import { components } from './generated';
 
 type Schemas = components['schemas'];
 

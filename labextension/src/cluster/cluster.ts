@@ -8,7 +8,7 @@
  *
  * Pure functions (no DOM): jest-tested.
  */
-import { components } from '../api/api.generated';
+import { components } from '../api/generated';
 import { METRIC } from '../api/catalogue.generated';
 import { formatDuration, formatNumber } from '../ui/format';
 import { formatValue } from '../gpus/metrics';
