@@ -175,7 +175,9 @@ async function generate(specPath) {
     }
   }
   const described = new Map((spec.tags ?? []).map(t => [t.name, t.description]));
-  const order = [...new Set([...described.keys(), ...pathTag.values()])].filter(t => [...pathTag.values()].includes(t));
+  // The document's own order of tags first; a tag no route has gets no file
+  const used = new Set(pathTag.values());
+  const order = [...new Set([...described.keys(), ...used])].filter(t => used.has(t));
   const kinds = [
     ['Paths', paths.members, m => pathTag.get(memberName(m))],
     ['Operations', operations.members, m => operationTag.get(memberName(m)) ?? SHARED],
@@ -197,21 +199,18 @@ async function generate(specPath) {
       continue;
     }
     const body = astToString(parts);
-    const used = ['components', 'operations'].filter(name => new RegExp(`\\b${name}\\[`).test(body));
+    const referenced = ['components', 'operations'].filter(name => new RegExp(`\\b${name}\\[`).test(body));
     const what =
       tag === SHARED
         ? 'The schemas that the operations of several tags use.'
         : `The "${tag}" tag${described.get(tag) ? `: ${described.get(tag)}` : ''}.`;
     files[`${tag}.ts`] =
-      banner(specPath, what) + '\n' + (used.length ? `import type { ${used.join(', ')} } from './index';\n\n` : '') + body;
+      banner(specPath, what) + '\n' + (referenced.length ? `import type { ${referenced.join(', ')} } from './index';\n\n` : '') + body;
   }
 
   const byFile = new Map();
-  for (const [kind, list] of Object.entries(joined)) {
-    for (const [name, tag] of list) {
-      byFile.set(tag, [...(byFile.get(tag) ?? []), name]);
-      void kind;
-    }
+  for (const [name, tag] of Object.values(joined).flat()) {
+    byFile.set(tag, [...(byFile.get(tag) ?? []), name]);
   }
   const imports = [...byFile].map(([tag, names]) => `import type { ${names.join(', ')} } from './${tag}';\n`).join('');
   const alias = (name, kind, original) =>
