@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import subprocess
 import time
 from collections.abc import Callable
@@ -253,8 +254,8 @@ class _History:
     def __init__(self, util: float) -> None:
         self.util = util
 
-    def stats_between(self, t0, t1, indices=None):
-        n = len(np.arange(max(t0, 0.0), t1 + 1e-9, 1.0))
+    def stats_between(self, t0, t1, indices=None, lookback_s=0.0):
+        n = len(np.arange(max(math.ceil(t0 - lookback_s), 0.0), t1 + 1e-9, 1.0))
         return n, {0: {"uuid": "GPU-0", "name": "H100", "util_mean": self.util, "util_max": self.util,
                        "sm_mean": float("nan"), "energy_first": 0.0, "energy_last": 100.0 * (n - 1),
                        "throttle_mask": 0, "lost": False}}, 0.0

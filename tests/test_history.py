@@ -260,3 +260,10 @@ def test_stats_between_reduces_a_range_as_its_samples_say_across_the_ring_edge(w
     # A range with no sample: none counted; GPUs not asked for: left out
     assert h.stats_between(total + 10.0, total + 20.0)[0] == 0
     assert h.stats_between(t0, t1, indices={1})[1] == {}
+    # A cell shorter than the interval: the newest sample before it stands for its start, if recent
+    short = total - 20.5
+    assert h.stats_between(short, short + 0.1)[0] == 0
+    assert h.stats_between(short, short + 0.1, lookback_s=0.4)[0] == 0
+    assert h.stats_between(short, short + 0.1, lookback_s=2.5)[0] == 1
+    # and only that one: not every sample in the lookback (its energy would be the cell's)
+    assert h.stats_between(t0, t1, lookback_s=2.5)[0] == len(inside) + 1

@@ -18,6 +18,9 @@ from ..metrics.throttle import SLOWDOWN_MASK, names_from_mask
 # A GPU the kernel only kept memory on, idle all through the cell, is no use of it: a CPU-only
 # cell after a model was loaded gets no line. Used: its memory changed, or the GPU was busy.
 BUSY_FROM_PERCENT = 5.0
+# The newest sample before a cell began stands for its start if it is at most two fast intervals
+# (and a loaded machine's lateness) old: a cell shorter than the interval has no sample of its own.
+LATE_S = 0.5
 
 
 def _figure(value: float) -> float | None:
@@ -32,11 +35,11 @@ def _energy(first: float, last: float) -> float | None:
 
 
 def summarize(entries: Sequence[Any], restarts: Sequence[float], history: Any, t0: float, t1: float,
-              running: bool, lookback_s: float, after: Any = None) -> dict[str, Any]:
+              running: bool, interval_s: float, after: Any = None) -> dict[str, Any]:
     """The cell's summary. ``entries``: the kernel's ledger entries in effect during [t0, t1];
     ``after``: the first entry booked just after t1, where there is one (the cell's end state is
-    then what it left behind); ``history``: the sampler's History (or None); ``lookback_s``: how far
-    before t0 a sample still stands for the cell's start (one fast interval). A GPU the kernel held
+    then what it left behind); ``history``: the sampler's History (or None); ``interval_s``: the
+    sampler's fast interval (how far before t0 a sample still stands for the cell's start). A GPU the kernel held
     memory on but neither changed it nor saw the GPU busy is listed in ``held_only``, not ``gpus``."""
     start_state = entries[0].held if entries and entries[0].t <= t0 else {}
     end_state = after.held if after is not None else entries[-1].held if entries else {}
@@ -53,7 +56,7 @@ def summarize(entries: Sequence[Any], restarts: Sequence[float], history: Any, t
         gpus[gpu] = {"peak": max(known, default=0), "unknown": len(known) < len(held) + len(tail),
                      "others": max([e.others.get(gpu, 0) for e in entries], default=0),
                      "values": [start_state.get(gpu, 0), *held[len(entries) - len(inside):]]}
-    samples, devices, oldest = (history.stats_between(t0 - lookback_s, t1, used) if history is not None
+    samples, devices, oldest = (history.stats_between(t0, t1, used, 2 * interval_s + LATE_S) if history is not None
                                 else (0, {}, None))
     out, held_only = [], []
     for gpu in sorted(gpus):

@@ -119,8 +119,10 @@ class History:
                     for col in entry["cols"].values():
                         col[pos] = NAN
 
-    def stats_between(self, t0: float, t1: float, indices: Any = None) -> tuple[int, dict[int, dict[str, Any]], float | None]:
-        """What a cell's summary needs of the samples with t0 <= timestamp <= t1, per GPU in
+    def stats_between(self, t0: float, t1: float, indices: Any = None,
+                      lookback_s: float = 0.0) -> tuple[int, dict[int, dict[str, Any]], float | None]:
+        """What a cell's summary needs of the samples with t0 <= timestamp <= t1 (and the newest
+        one before t0, where it is at most ``lookback_s`` older: the state as the cell began), per GPU in
         ``indices`` (all when None), reduced in place under the lock (no copy of an hour's columns):
         (samples, {index: {"uuid", "name", "util_mean", "util_max", "sm_mean", "energy_first",
         "energy_last", "throttle_mask", "lost"}}, the oldest timestamp kept). NaN is "no value"."""
@@ -129,6 +131,8 @@ class History:
         with self._lock:
             oldest = self._times[self._start] if self._size else None
             first, last = self._first_after(t0 - 1e-9), self._first_after(t1)
+            if first and self._times[(self._start + first - 1) % self.capacity] >= t0 - lookback_s:
+                first -= 1
             n = max(0, last - first)
             a = (self._start + first) % self.capacity
             # The ring's one or two stretches that hold the samples, as views.
