@@ -13,6 +13,8 @@ import pytest
 from gpu_widgets.runs.run_log import default_root
 
 from .fake_nvml import build_fake_nvml, fake_nvml_env, write_config
+from .quick_mode import processes_allowed
+from .quick_mode import pytest_addoption, pytest_collection_modifyitems, pytest_configure  # noqa: F401 (hooks)
 
 # Tests decide the backend themselves; a developer's shell settings must not leak in.
 for _var in ("GPU_WIDGETS_BACKEND", "GPU_WIDGETS_SIMULATED_GPUS", "GPU_WIDGETS_SIMULATED_FAULTS",
@@ -52,7 +54,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(scope="session")
 def fake_nvml_lib() -> Path:
     """Directory holding the fake libnvidia-ml.so.1 (compiled once per session)."""
-    return build_fake_nvml()
+    with processes_allowed():  # the quick loop's one compile (cached)
+        return build_fake_nvml()
 
 
 class FakeDriver:

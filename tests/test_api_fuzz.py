@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from schemathesis.checks import negative_data_rejection
 from hypothesis import HealthCheck, given, settings
 from schemathesis.generation.modes import GenerationMode
 
@@ -48,7 +49,11 @@ def test_api_answers_every_generated_request_within_its_schema(fuzz_server, mode
             response = case.call(headers=fuzz_server.headers)
             assert response.status_code < 500, response.text
             if response.status_code == 200:
-                case.validate_response(response)
+                # A case whose mutations include the auth header (which ours replaces) may be
+                # valid as sent (a one-element array serialises as a plain value): then a 200 is
+                # right, and only the answer's schema is checked.
+                own = (case.headers or {}).get("Authorization") == fuzz_server.headers["Authorization"]
+                case.validate_response(response, excluded_checks=None if own else [negative_data_rejection])
             else:
                 body = response.json()
                 sent_token = response.request.headers.get("Authorization")

@@ -1,0 +1,98 @@
+"""``pytest --quick`` (``make test-quick``): the unit-level tests only, the loop to run while editing.
+
+A test is left out when it is marked ``integration`` (it starts a Jupyter server, a kernel, a
+browser or another process). Tests that use the in-process Jupyter server (``jp_serverapp``, which
+``jp_fetch`` needs) or a browser are marked here; the others that start something say so with
+``pytestmark = pytest.mark.integration`` or the decorator. The marks are kept true by a guard: in
+a quick run, starting a process fails the test with a message that names the mark, so a new
+test that starts one cannot slip into the quick loop and make it slow.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# Fixtures that start something (the in-process server; a browser; JupyterLab as a subprocess).
+STARTING_FIXTURES = frozenset({"jp_serverapp", "browser"})
+_allowed = threading.local()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--quick", action="store_true",
+                     help="run only the unit-level tests (no server, kernel, browser or process): make test-quick")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "integration: starts a Jupyter server, a kernel, a browser or another process "
+                   "(left out of `make test-quick`)")
+    if config.getoption("--quick"):
+        _install_guard()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if STARTING_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+    if not config.getoption("--quick"):
+        return
+    kept = [item for item in items if item.get_closest_marker("integration") is None]
+    left = [item for item in items if item.get_closest_marker("integration") is not None]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
+
+
+@contextlib.contextmanager
+def processes_allowed() -> Iterator[None]:
+    """Processes the quick loop may start (the fake NVML library's compile)."""
+    _allowed.on = True
+    try:
+        yield
+    finally:
+        _allowed.on = False
+
+
+class StartedAProcess(RuntimeError):
+    pass
+
+
+def _refuse(what: str) -> None:
+    if getattr(_allowed, "on", False):
+        return
+    raise StartedAProcess(
+        f"this test starts a process ({what}) in a quick run: mark it `@pytest.mark.integration` "
+        "(or its module `pytestmark = pytest.mark.integration`) so that `make test-quick` leaves it out")
+
+
+def _install_guard() -> None:
+    popen_init = subprocess.Popen.__init__
+
+    def guarded_init(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+        _refuse(f"{args!r}"[:120])
+        popen_init(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = guarded_init  # type: ignore[method-assign]
+    fork = os.fork
+
+    def guarded_fork() -> int:
+        _refuse("os.fork")
+        return fork()
+
+    os.fork = guarded_fork
+    # The fake NVML library's compile (once, cached) is the loop's own set-up, not the test's work.
+    from . import fake_nvml
+
+    build = fake_nvml.build_fake_nvml
+
+    def build_allowed(*args: Any, **kwargs: Any) -> Any:
+        with processes_allowed():
+            return build(*args, **kwargs)
+
+    fake_nvml.build_fake_nvml = build_allowed
