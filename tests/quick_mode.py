@@ -21,6 +21,9 @@ import pytest
 # Fixtures that start something (the in-process server; a browser; JupyterLab as a subprocess).
 STARTING_FIXTURES = frozenset({"jp_serverapp", "browser"})
 _allowed = threading.local()
+# Armed once collection is done: importing a test module (keras's import runs a process) is not
+# the test's work.
+_armed = {"on": False}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,6 +50,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = kept
+    _armed["on"] = True
 
 
 @contextlib.contextmanager
@@ -64,7 +68,7 @@ class StartedAProcess(RuntimeError):
 
 
 def _refuse(what: str) -> None:
-    if getattr(_allowed, "on", False):
+    if not _armed["on"] or getattr(_allowed, "on", False):
         return
     raise StartedAProcess(
         f"this test starts a process ({what}) in a quick run: mark it `@pytest.mark.integration` "
