@@ -12,8 +12,8 @@ import pytest
 
 from gpu_widgets.runs.run_log import default_root
 
-from .fake_nvml import build_fake_nvml, fake_nvml_env, write_config
-from .quick_mode import processes_allowed
+from . import fake_nvml
+from .fake_nvml import fake_nvml_env, write_config
 from .quick_mode import pytest_addoption, pytest_collection_modifyitems, pytest_configure  # noqa: F401 (hooks)
 
 # Tests decide the backend themselves; a developer's shell settings must not leak in.
@@ -54,8 +54,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(scope="session")
 def fake_nvml_lib() -> Path:
     """Directory holding the fake libnvidia-ml.so.1 (compiled once per session)."""
-    with processes_allowed():  # the quick loop's one compile (cached)
-        return build_fake_nvml()
+    return fake_nvml.build_fake_nvml()  # through the module: a quick run allows its compile there
 
 
 class FakeDriver:

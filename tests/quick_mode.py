@@ -1,4 +1,4 @@
-"""``pytest --quick`` (``make test-quick``): the unit-level tests only, the loop to run while editing.
+"""``pytest --quick``: the unit-level tests only, the loop to run while editing.
 
 A test is left out when it is marked ``integration`` (it starts a Jupyter server, a kernel, a
 browser or another process). Tests that use the in-process Jupyter server (``jp_serverapp``, which
@@ -28,13 +28,13 @@ _armed = {"on": False}
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--quick", action="store_true",
-                     help="run only the unit-level tests (no server, kernel, browser or process): make test-quick")
+                     help="run only the unit-level tests (no server, kernel, browser or process)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "integration: starts a Jupyter server, a kernel, a browser or another process "
-                   "(left out of `make test-quick`)")
+                   "(left out of `pytest --quick`)")
     if config.getoption("--quick"):
         _install_guard()
 
@@ -45,8 +45,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
     if not config.getoption("--quick"):
         return
-    kept = [item for item in items if item.get_closest_marker("integration") is None]
-    left = [item for item in items if item.get_closest_marker("integration") is not None]
+    kept, left = [], []
+    for item in items:
+        (left if item.get_closest_marker("integration") else kept).append(item)
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = kept
@@ -55,7 +56,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @contextlib.contextmanager
 def processes_allowed() -> Iterator[None]:
-    """Processes the quick loop may start (the fake NVML library's compile)."""
+    """Processes a quick run may start."""
     _allowed.on = True
     try:
         yield
@@ -72,7 +73,7 @@ def _refuse(what: str) -> None:
         return
     raise StartedAProcess(
         f"this test starts a process ({what}) in a quick run: mark it `@pytest.mark.integration` "
-        "(or its module `pytestmark = pytest.mark.integration`) so that `make test-quick` leaves it out")
+        "(or its module `pytestmark = pytest.mark.integration`) so that `pytest --quick` leaves it out")
 
 
 def _install_guard() -> None:
