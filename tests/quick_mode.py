@@ -2,7 +2,7 @@
 
 A test is left out when it is marked ``integration`` (it starts a Jupyter server, a kernel, a
 browser or another process). Tests that use the in-process Jupyter server (``jp_serverapp``, which
-``jp_fetch`` needs) or a browser are marked here; the others that start something say so with
+``jp_fetch`` needs) or a browser, and those marked ``browser`` or ``slow``, are marked here; the others that start something say so with
 ``pytestmark = pytest.mark.integration`` or the decorator. The marks are kept true by a guard: in
 a quick run, starting a process fails the test with a message that names the mark, so a new
 test that starts one cannot slip into the quick loop and make it slow.
@@ -20,6 +20,8 @@ import pytest
 
 # Fixtures that start something (the in-process server; a browser; JupyterLab as a subprocess).
 STARTING_FIXTURES = frozenset({"jp_serverapp", "browser"})
+# Marks that imply it (a browser test; one that takes tens of seconds).
+STARTING_MARKS = ("browser", "slow")
 _allowed = threading.local()
 # Armed once collection is done: importing a test module (keras's import runs a process) is not
 # the test's work.
@@ -41,7 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if STARTING_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if STARTING_FIXTURES & set(getattr(item, "fixturenames", ())) or any(
+                item.get_closest_marker(m) for m in STARTING_MARKS):
             item.add_marker(pytest.mark.integration)
     if not config.getoption("--quick"):
         return

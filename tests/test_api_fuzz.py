@@ -15,6 +15,8 @@ from schemathesis.generation.modes import GenerationMode
 
 from .lab_server import LabServer
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 EXAMPLES_PER_OPERATION = 25
 
 

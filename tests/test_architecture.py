@@ -317,6 +317,7 @@ def _run(code: str) -> str:
     return done.stdout
 
 
+@pytest.mark.integration
 def test_old_import_paths_keep_working():
     out = _run(
         "import json\n"
@@ -337,6 +338,7 @@ HEAVY = ["ipywidgets", "bqplot", "IPython", "pynvml", "numpy",
          "torch", "lightning", "pytorch_lightning", "transformers", "keras"]
 
 
+@pytest.mark.integration
 def test_import_gpu_widgets_stays_cheap():
     out = _run(
         "import json, sys\n"

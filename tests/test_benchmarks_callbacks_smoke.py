@@ -16,6 +16,8 @@ import pytest
 
 from .test_benchmarks_smoke import REPO
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 pytest.importorskip("lightning")
 
 

@@ -28,6 +28,7 @@ def run_smoke(tmp_path: Path, *args: str, timeout: float = 240) -> tuple[subproc
     return proc, json.loads(out.read_text())
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_smoke_run_covers_every_section_and_writes_json(tmp_path: Path) -> None:
     # Given no contenders, when the smoke run runs, then every section produced numbers
@@ -67,6 +68,7 @@ sys.path[:] = [p for p in sys.path if not _checkout(p)]
 """
 
 
+@pytest.mark.integration
 def test_the_server_loads_the_probe_from_a_regular_install(tmp_path: Path) -> None:
     # Given an environment where gpu_widgets imports (as from site-packages) but this checkout's
     # benchmarks package does not
@@ -93,6 +95,7 @@ def test_the_server_loads_the_probe_from_a_regular_install(tmp_path: Path) -> No
     assert history["stages"] and not any(s["errors"] for s in history["stages"])
 
 
+@pytest.mark.integration
 def test_unknown_section_is_a_usage_error() -> None:
     proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--only", "nope"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
@@ -111,6 +114,7 @@ def test_smoke_run_with_the_contenders(tmp_path: Path) -> None:
     assert {"livelossplot", "tqdm.notebook"} <= set(results["sections"]["training"]["variants"])
 
 
+@pytest.mark.integration
 def test_cluster_benchmark_smoke_run(tmp_path: Path) -> None:
     # Given a real prometheus scraping 50 synthetic hosts, when the cluster benchmark's smoke run
     # runs (about 15 s), then every sidebar refresh succeeded and each target has a verdict
@@ -129,6 +133,7 @@ def test_cluster_benchmark_smoke_run(tmp_path: Path) -> None:
     assert "| cluster endpoint p95" in proc.stdout
 
 
+@pytest.mark.integration
 def test_kernel_look_benchmark_smoke_run() -> None:
     # The family-walk benchmark (docs/benchmarks.md) runs and prints both figures and their ratio
     proc = subprocess.run([sys.executable, "-m", "benchmarks.kernel_look", "--processes", "10", "--kernels", "1",
@@ -137,6 +142,7 @@ def test_kernel_look_benchmark_smoke_run() -> None:
     assert "psutil children(recursive=True) per kernel" in proc.stdout and "ratio:" in proc.stdout
 
 
+@pytest.mark.integration
 def test_device_file_scan_benchmark_smoke_run(tmp_path: Path) -> None:
     # The container scan's benchmark (docs/benchmarks.md) runs, finds its holders and prints every figure
     out = tmp_path / "device_files.json"
@@ -149,6 +155,7 @@ def test_device_file_scan_benchmark_smoke_run(tmp_path: Path) -> None:
     assert "per slow read, lists changing every   1 reads" in proc.stdout and "x the 2 ms target" in proc.stdout
 
 
+@pytest.mark.integration
 def test_cell_cost_benchmark_smoke_run(tmp_path: Path) -> None:
     # The cells/summary benchmark (docs/benchmarks.md) fills its hour and prints each cell's cost
     out = tmp_path / "cell_cost.json"

@@ -70,6 +70,7 @@ FREEZE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_a_big_machine_freezes_the_heap_once_per_process_and_a_small_one_never():
     done = subprocess.run([sys.executable, "-c", FREEZE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -42,6 +42,7 @@ def copy(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.integration
 def test_the_generated_catalogue_matches_the_python_one_and_says_it_is_generated():
     done = subprocess.run([sys.executable, str(SCRIPT), "--check"], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)

@@ -12,6 +12,8 @@ import pytest
 
 from .conftest import run_cli
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 GIB = 1 << 30
 H200 = {
     "name": "NVIDIA H200",

@@ -13,6 +13,8 @@ import pytest
 
 from .conftest import run_cli
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 ROOT = Path(__file__).resolve().parents[1]
 WRITER = textwrap.dedent("""
     import sys, time

@@ -92,6 +92,7 @@ def cluster() -> Iterator[Cluster]:
         c.b.stop()
 
 
+@pytest.mark.integration
 def test_prometheus_scrapes_both_servers_with_dcgm_names_and_labels(cluster: Cluster) -> None:
     # Given two servers scraped with their tokens, when Prometheus is asked, then every DCGM name is there
     for host, server in (("node-a", cluster.a), ("node-b", cluster.b)):
@@ -114,6 +115,7 @@ def test_prometheus_scrapes_both_servers_with_dcgm_names_and_labels(cluster: Clu
     assert {r["metric"]["job"] for r in health} == {"node-a", "node-b"}
 
 
+@pytest.mark.integration
 def test_overview_lists_both_hosts_and_which_is_current(cluster: Cluster) -> None:
     body = cluster.wait_overview(lambda b: len(b["hosts"]) == 2)
     assert body["status"] == "ok" and body["reason"] is None
@@ -145,6 +147,7 @@ def _near_local_sample(server: LabServer, uuid: str, field: str, at: float, valu
     return near
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("host", ["node-a", "node-b"])
 def test_host_detail_has_the_values_the_simulated_gpus_produced(cluster: Cluster, host: str) -> None:
     server = cluster.a if host == "node-a" else cluster.b
@@ -168,6 +171,7 @@ def test_host_detail_has_the_values_the_simulated_gpus_produced(cluster: Cluster
         assert history["utilization_gpu_percent"][-1] is not None  # the newest step has samples
 
 
+@pytest.mark.integration
 def test_unknown_host_is_a_404_with_a_json_error(cluster: Cluster) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         cluster.a.api("cluster", host="node-zz")
@@ -176,6 +180,7 @@ def test_unknown_host_is_a_404_with_a_json_error(cluster: Cluster) -> None:
     assert err.value.code == 404 and body["code"] == "not_found" and "node-zz" in body["message"]
 
 
+@pytest.mark.integration
 def test_a_stopped_host_turns_stale_within_two_scrape_intervals(cluster: Cluster) -> None:
     # Given both hosts current, when node-b's server stops
     cluster.wait_overview(lambda b: not any(r[2] for r in b["hosts"]) and len(b["hosts"]) == 2)
@@ -195,6 +200,7 @@ def test_a_stopped_host_turns_stale_within_two_scrape_intervals(cluster: Cluster
     assert detail["stale"] is True and len(detail["gpus"]) == GPUS["node-b"] and detail["simulated"] is True
 
 
+@pytest.mark.integration
 def test_prometheus_stopped_is_a_clear_error_while_the_local_sidebar_keeps_working(cluster: Cluster) -> None:
     # Given Prometheus stops, when the cluster view asks it (after the 1 s cache)
     cluster.prom.stop()

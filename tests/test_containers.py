@@ -14,6 +14,8 @@ from .container_fixtures import (child_holding, contained_server, devices, dump,
                                  run_in_kernel, stand_in_dev)
 from .fake_nvml import write_config
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 GIB = 1 << 30
 
 

@@ -167,6 +167,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_follow_shows_the_data_wait_of_a_run_another_process_writes(tmp_path, run_dir):
     script, go = tmp_path / "train.py", tmp_path / "go"
     script.write_text(SCRIPT)

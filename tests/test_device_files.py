@@ -46,6 +46,7 @@ def dev() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.integration
 def test_the_scan_finds_cuda_users_by_their_files_and_not_nvml_only_ones(dev: Path):
     cuda0 = holder(dev, "nvidiactl", "nvidia-uvm", "nvidia0")
     both = holder(dev, "nvidia-uvm", "nvidia0", "nvidia1", "nvidia-caps/nvidia-cap2")
@@ -74,6 +75,7 @@ def test_the_scan_finds_cuda_users_by_their_files_and_not_nvml_only_ones(dev: Pa
             p.wait()
 
 
+@pytest.mark.integration
 def test_an_other_users_process_is_skipped_and_counted_when_not_root(dev: Path):
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to run the scan as another user")
@@ -147,6 +149,7 @@ def test_the_host_namespace_costs_nothing_and_unknown_namespaces_fall_back_to_ex
     assert seen.match(0, 0, [(os.getpid(), GIB)])[0].matched_by == PID and not seen.host_pids
 
 
+@pytest.mark.integration
 def test_a_holder_whose_pid_is_reused_is_read_again(dev: Path, monkeypatch: pytest.MonkeyPatch):
     from gpu_widgets.backends import device_files
 
@@ -164,6 +167,7 @@ def test_a_holder_whose_pid_is_reused_is_read_again(dev: Path, monkeypatch: pyte
         proc.wait()
 
 
+@pytest.mark.integration
 def test_refreshes_are_paced_and_new_processes_are_listed_at_their_own_pace(dev: Path):
     first = holder(dev, "nvidia-uvm", "nvidia0")
     late = None

@@ -6,6 +6,8 @@ import os
 from importlib import resources
 from pathlib import Path
 
+import pytest
+
 from openapi_spec_validator import validate
 
 from gpu_widgets.metrics.fields import SAMPLE_FIELDS
@@ -55,6 +57,7 @@ def _readme_pick_call() -> str:
     return calls[0]
 
 
+@pytest.mark.integration
 def test_the_readmes_pick_gpus_example_works_on_the_simulated_gpus():
     # Given the README's exact call, when a new user runs it in a fresh process on the demo's
     # simulated GPUs, then it picks GPUs and points CUDA at them instead of refusing.

@@ -115,6 +115,7 @@ def check_charts(book, *labels: str) -> None:
         assert any("SIMULATED GPUs" in h for h in headers)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("backend", ["simulated", None])
 def test_quickstart(run_dir, monkeypatch, backend):
     book, seconds = execute("quickstart.ipynb", run_dir, monkeypatch, backend=backend)  # None: "auto"
@@ -135,6 +136,7 @@ def test_quickstart(run_dir, monkeypatch, backend):
     assert back.status == "finished" and back.step == 299 and back.keys == ("loss", "lr", "val_loss")
 
 
+@pytest.mark.integration
 def test_train_torch_really_trains(run_dir, monkeypatch):
     pytest.importorskip("torch")
     book, seconds = execute("train_torch.ipynb", run_dir, monkeypatch)
@@ -152,6 +154,7 @@ def test_train_torch_really_trains(run_dir, monkeypatch):
     assert back.series("val_acc")[1][-1] > 0.9
 
 
+@pytest.mark.integration
 def test_gpuwatch_magic(run_dir, monkeypatch):
     book, seconds = execute("gpuwatch_magic.ipynb", run_dir, monkeypatch)
     assert seconds < 60
@@ -177,6 +180,7 @@ FRAMEWORKS = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(FRAMEWORKS))
 def test_framework_example_trains_through_its_callback(name, run_dir, monkeypatch):
     needs, lines, (steps, epochs), acc_key, floor = FRAMEWORKS[name]
@@ -202,6 +206,7 @@ def test_framework_example_trains_through_its_callback(name, run_dir, monkeypatc
     assert len(accuracy) == epochs and accuracy[-1] > floor and accuracy[-1] > accuracy[0]
 
 
+@pytest.mark.integration
 def test_distributed_example_launches_two_ranks_and_follows_them(run_dir, monkeypatch):
     # Given the notebook beside its script (the kernel runs in the test's folder)
     pytest.importorskip("torch")
@@ -225,6 +230,7 @@ def test_distributed_example_launches_two_ranks_and_follows_them(run_dir, monkey
     assert back.world_size == 2 and [r["status"] for r in back.ranks] == ["finished", "finished"]
 
 
+@pytest.mark.integration
 def test_profile_example_names_each_loops_bottleneck(run_dir, monkeypatch):
     book, seconds = execute("profile.ipynb", run_dir, monkeypatch)
     text = text_of(book)
@@ -240,6 +246,7 @@ def test_profile_example_names_each_loops_bottleneck(run_dir, monkeypatch):
     assert any("Profile: input-bound" in d.get("text/html", "") for d in finished)
 
 
+@pytest.mark.integration
 def test_memory_example_draws_the_snapshot_tells_the_oom_and_frees_it(run_dir, monkeypatch):
     shutil.copy(EXAMPLES / "memory_snapshot_example.pickle", run_dir.parent / "memory_snapshot_example.pickle")
     book, seconds = execute("memory.ipynb", run_dir, monkeypatch)  # its OOM cell is tagged raises-exception
@@ -259,6 +266,7 @@ def test_memory_example_draws_the_snapshot_tells_the_oom_and_frees_it(run_dir, m
     assert "tensors freed: 256.0 MiB" in text and "not touched: `model` still holds" in text
 
 
+@pytest.mark.integration
 def test_the_cell_costs_example_runs_headless_and_its_bill_says_where_figures_come_from(run_dir, monkeypatch,  # noqa: F811
                                                                                         tmp_path):
     # No Jupyter server behind nbclient's kernel: %gpu_cells says so and starts the kernel's own

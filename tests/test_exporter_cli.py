@@ -18,6 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import run_cli
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 STOP_DEADLINE_S = 20  # wide: a loaded CI machine; a clean stop takes well under a second
 BANNER = re.compile(r"serving http://127\.0\.0\.1:(\d+)/metrics")
 

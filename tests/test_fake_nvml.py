@@ -183,6 +183,7 @@ QUERY_ALL = """
 NO_MIG = 0xFFFFFFFF  # gpuInstanceId/computeInstanceId when not given
 
 
+@pytest.mark.integration
 def test_configured_values_reach_pynvml(lib_dir, cfg):
     write_config(
         cfg,
@@ -224,6 +225,7 @@ def test_configured_values_reach_pynvml(lib_dir, cfg):
     assert a100["compute_v3"] == a100["graphics_v3"] == []
 
 
+@pytest.mark.integration
 def test_near_empty_config_gives_plausible_gpus(lib_dir, cfg):
     write_config(cfg, {"device_count": 3})
     out = run_child(lib_dir, cfg, QUERY_ALL)
@@ -238,6 +240,7 @@ def test_near_empty_config_gives_plausible_gpus(lib_dir, cfg):
     assert g["cc"] == [9, 0] and g["compute_v3"] == []
 
 
+@pytest.mark.integration
 def test_lost_gpu_fails_while_the_other_works(lib_dir, cfg):
     body = """
         n.nvmlInit()
@@ -273,6 +276,7 @@ def test_lost_gpu_fails_while_the_other_works(lib_dir, cfg):
     assert run_child(lib_dir, cfg, body) == {"lost": "GPU is lost", "util": "NVMLError_GpuIsLost"}
 
 
+@pytest.mark.integration
 def test_per_function_and_system_errors(lib_dir, cfg):
     write_config(
         cfg,
@@ -331,6 +335,7 @@ LIVE_QUERY = """
 """
 
 
+@pytest.mark.integration
 def test_rewriting_config_changes_a_running_process(lib_dir, cfg):
     write_config(cfg, {"gpus": [{"util_gpu": 10}, {"util_gpu": 20}]})
     child = subprocess.Popen(
@@ -365,6 +370,7 @@ def test_rewriting_config_changes_a_running_process(lib_dir, cfg):
         assert child.wait(timeout=10) == 0
 
 
+@pytest.mark.integration
 def test_concurrent_calls_during_rewrites(lib_dir, cfg):
     """Several threads sampling while the file keeps changing: no crash, no torn reads."""
     write_config(cfg, {"gpus": [{"util_gpu": 0, "util_memory": 0}]})
@@ -401,6 +407,7 @@ def test_concurrent_calls_during_rewrites(lib_dir, cfg):
     assert len(seen) > 1
 
 
+@pytest.mark.integration
 def test_driver_not_loaded(lib_dir, cfg):
     body = """
         try:
@@ -417,6 +424,7 @@ def test_driver_not_loaded(lib_dir, cfg):
     assert run_child(lib_dir, cfg, body, FAKE_NVML_CONFIG=str(cfg) + ".missing") == expected
 
 
+@pytest.mark.integration
 def test_uninitialized_refcount_and_bad_arguments(lib_dir, cfg):
     write_config(cfg, {"gpus": [{"procs": [(1, 100), (2, 200)]}, {}]})
     body = """
@@ -482,6 +490,7 @@ def test_uninitialized_refcount_and_bad_arguments(lib_dir, cfg):
     }
 
 
+@pytest.mark.integration
 def test_omitted_symbols_raise_function_not_found(tmp_path, cfg):
     omit = ["nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetComputeRunningProcesses_v3"]
     old_driver = build_fake_nvml(tmp_path / "build", omit=omit)
@@ -507,6 +516,7 @@ def test_omitted_symbols_raise_function_not_found(tmp_path, cfg):
     }
 
 
+@pytest.mark.integration
 def test_delay_slows_only_that_call_and_does_not_block_others(lib_dir, cfg):
     write_config(cfg, {"device_count": 2, "delay_ms": {"nvmlDeviceGetPcieThroughput": 20}})
     body = """
@@ -541,6 +551,7 @@ def test_delay_slows_only_that_call_and_does_not_block_others(lib_dir, cfg):
     assert other < 0.4
 
 
+@pytest.mark.integration
 def test_a_per_gpu_delay_hangs_one_gpu_until_a_rewrite_lets_it_return(lib_dir, cfg):
     hang = {"gpus": [{}, {"delay_ms": {"nvmlDeviceGetPowerUsage": 3_600_000}}]}
     write_config(cfg, hang)
@@ -570,6 +581,7 @@ def test_a_per_gpu_delay_hangs_one_gpu_until_a_rewrite_lets_it_return(lib_dir, c
     assert released_in < 5  # the rewrite ended the sleep, not the hour
 
 
+@pytest.mark.integration
 def test_call_counts(lib_dir, cfg):
     write_config(cfg, {"gpus": [{"error": {"nvmlDeviceGetFanSpeed": NVML_ERROR_NOT_SUPPORTED}}]})
     body = """
@@ -606,6 +618,7 @@ def test_call_counts(lib_dir, cfg):
     assert out["after_reset"] == 0
 
 
+@pytest.mark.integration
 def test_hand_written_config_format(lib_dir, cfg):
     cfg.write_text(
         textwrap.dedent(
@@ -650,6 +663,7 @@ def test_hand_written_config_format(lib_dir, cfg):
     assert graphics == []
 
 
+@pytest.mark.integration
 def test_string_values_can_be_raw_bytes(lib_dir, cfg):
     # A name that is not UTF-8 reaches the caller byte for byte; a backslash survives the escaping.
     write_config(cfg, {"gpus": [{"name": b"Tesla \xff\xfeT4", "uuid": "GPU-a\\b"}]})
@@ -734,6 +748,7 @@ def test_build_is_cached_and_validated(lib_dir, monkeypatch):
         build_fake_nvml(lib_dir.parent / "never")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("omit_all", [False, True], ids=["full", "every-symbol-omitted"])
 def test_source_compiles_without_warnings(omit_all):
     defines = [f"-DFAKE_NVML_OMIT_{name}" for name in sorted(exported_functions())] if omit_all else []

@@ -12,6 +12,8 @@ import pytest
 from .fake_nvml import build_fake_nvml, fake_nvml_env, write_config
 from .lab_server import LabServer
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 GIB = 1 << 30
 ROUTES = ("status", "devices", "samples/latest", "samples", "processes")
 BASE = [{"name": "NVIDIA H100 80GB HBM3", "util_gpu": 90, "temperature": 65, "power_mw": 500_000,

@@ -53,6 +53,7 @@ def start_script(tmp_path: Path, runs: Path, mode: str) -> tuple[subprocess.Pope
     return proc, run, go
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", ["ok", "fail"])
 def test_follow_shows_a_script_run_as_it_is_written_and_takes_over_how_it_ended(tmp_path, run_dir, mode):
     proc, run, go = start_script(tmp_path, run_dir, mode)
@@ -86,6 +87,7 @@ def test_follow_shows_a_script_run_as_it_is_written_and_takes_over_how_it_ended(
     assert f"loaded from {run}" in header(saved)
 
 
+@pytest.mark.integration
 def test_a_killed_writer_leaves_the_run_unfinished(tmp_path, run_dir):
     proc, run, go = start_script(tmp_path, run_dir, "ok")
     try:
@@ -153,6 +155,7 @@ BIG = textwrap.dedent("""
 N = 1_000_000
 
 
+@pytest.mark.integration
 def test_a_million_step_run_log_is_followed_with_bounded_memory_and_redraws(tmp_path):
     t0 = 1.79e9
     run = tmp_path / "20261203-120000-big-abcdef"

@@ -188,6 +188,7 @@ print(json.dumps(part))
 """
 
 
+@pytest.mark.integration
 def test_a_driver_without_the_gpm_symbols_says_so(fake_driver, tmp_path):
     old = ["nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleGet", "nvmlGpmSampleFree",
            "nvmlGpmMetricsGet", "nvmlGpmMigSampleGet", "nvmlDeviceGetProcessesUtilizationInfo"]
@@ -286,6 +287,7 @@ async def test_the_api_gives_the_fields_when_asked(in_process_fake_nvml, jp_fetc
     assert "verbose: unknown parameter (valid: gpm)" in bad.value.response.body.decode()
 
 
+@pytest.mark.integration
 def test_the_cli_snapshot_takes_its_two_samples(fake_driver):
     fake_driver.write({"gpus": [{**BUSY_GPU, "procs": [(1, GIB)], "proc_util": [(1, 71, 22)]}]})
     done = run_cli("snapshot", "--json", "--backend", "nvml", env=fake_driver.env())

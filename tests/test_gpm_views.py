@@ -286,6 +286,7 @@ async def test_the_server_scrape_asks_and_exports_the_driver_figures(in_process_
     assert SCRAPE_GPM_OWNER in service.sampler._gpm_leases
 
 
+@pytest.mark.integration
 def test_the_standalone_exporter_turns_gpm_on_when_scraped():
     from .test_exporter_cli import Exporter
 

@@ -20,6 +20,8 @@ from .conftest import run_cli
 from .fake_nvml import build_fake_nvml, fake_nvml_env, write_config
 from .lab_server import LabServer
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 NOT_SUPPORTED, NO_PERMISSION, TIMEOUT, GPU_IS_LOST, UNKNOWN = 3, 4, 10, 15, 999
 UUID = [f"GPU-0000000{i}-1111-2222-3333-444444444444" for i in range(3)]
 

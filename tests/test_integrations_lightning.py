@@ -183,6 +183,7 @@ def test_bad_arguments_are_refused_when_the_callback_is_made():
         GpuWidgetsCallback(monitor="mon")
 
 
+@pytest.mark.integration
 def test_a_plain_script_records_the_run_log_and_prints_one_line(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""

@@ -19,6 +19,8 @@ pytest.importorskip("torch")
 from .script_output import our_lines  # noqa: E402
 from .torchrun import torchrun  # noqa: E402
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 # 16 samples, batch 4: each rank gets 8 (Lightning's DistributedSampler), 2 optimizer steps per
 # epoch, 2 epochs: 4 steps. The epoch metrics are reduced across the ranks (sync_dist=True).
 SCRIPT = textwrap.dedent("""

@@ -129,6 +129,7 @@ def test_only_global_rank_zero_records(tmp_path, monkeypatch):
     assert cb._feed._monitor is None
 
 
+@pytest.mark.integration
 def test_a_plain_script_records_the_run_log_and_prints_one_line(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(TINY + textwrap.dedent("""

@@ -10,8 +10,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from .fake_nvml import fake_nvml_env, write_config
 from .lab_server import LabServer
+
+pytestmark = pytest.mark.integration  # every test here starts a process
 
 GIB = 1 << 30
 WINDOW_S = 3.0

@@ -92,6 +92,7 @@ def test_only_the_recent_bins_are_read_from_a_long_data_wait_file(tmp_path):
     assert launch.notes == [f"{long}: line 1 from the end: 'wait_s' must be a number, got 'slow': skipped"]
 
 
+@pytest.mark.integration
 def test_gpu_widgets_runs_lists_a_launch_as_one_row_with_its_world_size(tmp_path):
     make_launch(tmp_path, name="20260101-120000-ddp-a-a1b2c3", title="ddp a", statuses=("finished", "failed"),
                 steps=(30, 12))
@@ -114,6 +115,7 @@ def test_gpu_widgets_runs_lists_a_launch_as_one_row_with_its_world_size(tmp_path
     assert inside == []
 
 
+@pytest.mark.integration
 def test_single_process_listings_keep_their_columns(tmp_path):
     single = tmp_path / "20260101-110000-plain-0a0b0c"
     single.mkdir()
@@ -122,6 +124,7 @@ def test_single_process_listings_keep_their_columns(tmp_path):
     assert out.stdout.splitlines()[0].split() == ["NAME", "STATUS", "STEPS", "STARTED", "UPDATED", "DIRECTORY"]
 
 
+@pytest.mark.integration
 def test_a_launch_with_a_damaged_run_json_is_still_one_row_with_a_note(tmp_path):
     path = make_launch(tmp_path, statuses=("finished", "finished"))
     (path / "run.json").write_text("{broken")

@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from gpu_widgets import TrainingMonitor
 from gpu_widgets.monitor import run_recording as monitor_module
 from gpu_widgets.runs.run_log import RunLog
@@ -50,6 +52,7 @@ def kill_tight_loop(root: Path, after_s: float, flush_s: float) -> tuple[float, 
     return killed_at, [json.loads(line) for line in text.split("\n")[:-1]]  # a torn last line is skipped
 
 
+@pytest.mark.integration
 def test_a_tight_logging_loop_killed_loses_at_most_about_a_flush_interval(tmp_path):
     """SIGKILL (no atexit, no finally) a loop that does nothing but log(): the rows on disk cover
     all but the last ~flush interval, from the first second on (the writer used to fall behind
@@ -183,6 +186,7 @@ print(json.dumps({"n": n, "sent": next(numbers), "deferred": deferred[0], "rows"
 """
 
 
+@pytest.mark.integration
 def test_log_in_a_signal_handler_during_log_neither_deadlocks_nor_tears_rows():
     """A signal handler that logs (e.g. on SIGTERM before a preemption) can run in the middle of
     the loop's own log(): its row is added right after, whole; no deadlock on the lock."""

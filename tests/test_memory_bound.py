@@ -6,6 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.integration  # runs the sampler in a process of its own
+
 FAST_FORWARD = r"""
 import json, psutil
 from gpu_widgets.backends import SimulatedBackend

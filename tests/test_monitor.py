@@ -632,6 +632,7 @@ def test_log_is_cheap():
     assert statistics.median(samples) < 10e-6
 
 
+@pytest.mark.integration
 def test_package_import_stays_light_and_widgets_load_on_use():
     code = (
         "import sys, gpu_widgets;"

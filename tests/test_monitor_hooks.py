@@ -245,6 +245,7 @@ def _execute(kc, code: str, timeout: float = 60.0) -> str:
     raise AssertionError(f"the kernel did not finish {code!r}")
 
 
+@pytest.mark.integration
 def test_hooks_in_a_kernel_end_runs_without_a_with_block(run_dir, tmp_path):
     env = {**os.environ, "GPU_WIDGETS_RUN_DIR": str(run_dir), "GPU_WIDGETS_BACKEND": "simulated"}
     with running_kernel(env, tmp_path) as (_, kc):

@@ -321,6 +321,7 @@ def test_library_init_is_thread_safe(monkeypatch):
     lib.shutdown()
 
 
+@pytest.mark.integration
 def test_importing_the_package_does_not_load_nvml():
     import subprocess
     import sys

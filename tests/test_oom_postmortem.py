@@ -159,6 +159,7 @@ def run_kernel(env: dict, cells: list[str], cwd: str) -> list[list[dict]]:
         return execute(kc, cells)
 
 
+@pytest.mark.integration
 def test_in_a_real_kernel_the_cell_shows_the_post_mortem_after_its_error(fake_driver, tmp_path):
     # Given another process holding 30 GiB of GPU 0 (a real process of ours, on the fake driver)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
@@ -183,6 +184,7 @@ def test_in_a_real_kernel_the_cell_shows_the_post_mortem_after_its_error(fake_dr
     assert failed.index(errors[0]) < failed.index(shown[0])  # after the traceback
 
 
+@pytest.mark.integration
 def test_under_a_jupyter_server_another_kernel_is_named_by_its_notebook(fake_driver, tmp_path):
     from jupyter_client import BlockingKernelClient
 

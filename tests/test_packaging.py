@@ -92,6 +92,7 @@ def wheel(sdist, tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_sdist_has_sources_for_a_fresh_build(sdist):
     with tarfile.open(sdist) as tar:
@@ -127,6 +128,7 @@ STATE_DIRS = (".hypothesis", "tests/.hypothesis", ".pytest_cache", "tests/.pytes
 HEAVY = {".git", ".venv", "node_modules", ".yarn", "labextension", "build", "dist"}  # not needed by the check
 
 
+@pytest.mark.integration
 def test_sdist_leaves_out_test_and_build_state(tmp_path):
     """A copy of the tree with state planted everywhere and no .gitignore: pyproject.toml alone
     keeps it out of the sdist."""
@@ -152,6 +154,7 @@ def test_sdist_leaves_out_test_and_build_state(tmp_path):
     assert not [n for n in rel if n.endswith(".pyc")]
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_wheel_ships_labextension_once_and_enables_server_extension(wheel):
@@ -202,6 +205,7 @@ def test_wheel_ships_labextension_once_and_enables_server_extension(wheel):
 # --------------------------------------------------------------------------- dev venv
 
 
+@pytest.mark.integration
 def test_labextension_enabled_in_dev_venv():
     out = _run([BIN / "jupyter", "labextension", "list"])
     line = next((l for l in out.splitlines() if re.match(rf"\s*{NPM_NAME}\s", l)), None)
@@ -210,6 +214,7 @@ def test_labextension_enabled_in_dev_venv():
     assert re.search(r"\benabled\b", line) and re.search(r"\bOK\b", line), line
 
 
+@pytest.mark.integration
 def test_server_extension_enabled_in_dev_venv():
     out = _run([BIN / "jupyter", "server", "extension", "list"])
     assert re.search(r"^\s*gpu_widgets\s+enabled\b", out, re.M), out

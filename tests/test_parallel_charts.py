@@ -238,6 +238,7 @@ mon.finish()
 '''
 
 
+@pytest.mark.integration
 def test_a_real_two_rank_launch_loads_with_each_rank_s_wait(tmp_path):
     from .torchrun import torchrun
 
@@ -277,6 +278,7 @@ mon.finish()
 '''
 
 
+@pytest.mark.integration
 def test_rank_0_live_and_displayed_draws_its_other_ranks(tmp_path):
     from .torchrun import torchrun
 

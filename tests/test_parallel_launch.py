@@ -92,6 +92,7 @@ def kill_all(procs: list[psutil.Process]) -> None:
             p.kill()
 
 
+@pytest.mark.integration
 def test_a_two_rank_launch_records_into_the_launchers_directory_and_is_followed(hermetic, tmp_path):
     # Given a 2-rank script
     (tmp_path / "tiny.py").write_text(TINY)
@@ -119,6 +120,7 @@ def test_a_two_rank_launch_records_into_the_launchers_directory_and_is_followed(
     assert job.stop() == 0  # a job that ended: nothing to do
 
 
+@pytest.mark.integration
 def test_ranks_started_on_another_machine_find_the_launchers_directory(hermetic, tmp_path):
     # Given a launch of 2 "machines", 1 rank each: this one through gpu_widgets.launch, the other
     # (another host name) through a plain torchrun that knows nothing of the launcher
@@ -143,6 +145,7 @@ def test_ranks_started_on_another_machine_find_the_launchers_directory(hermetic,
     assert rank1["launch"] == job.run_dir.name
 
 
+@pytest.mark.integration
 def test_a_failing_rank_shows_as_a_failed_launch_with_torchruns_report(hermetic, tmp_path):
     (tmp_path / "tiny.py").write_text(TINY)
     job = gpu_widgets.launch([*loopback(), "--nproc_per_node=2", "tiny.py", "--fail"], display=False)
@@ -152,6 +155,7 @@ def test_a_failing_rank_shows_as_a_failed_launch_with_torchruns_report(hermetic,
     assert "rank 1 gives up" in text and "ChildFailedError" in text  # torchrun's own words
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("script", [LONG, STUBBORN], ids=["ranks-end-on-sigterm", "ranks-ignore-sigterm"])
 def test_stop_ends_every_rank(hermetic, tmp_path, script):
     # Given a 2-rank job that would run for 10 minutes
@@ -183,6 +187,7 @@ KERNEL = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_interrupting_the_launching_process_leaves_the_job_running(hermetic, tmp_path):
     (tmp_path / "long.py").write_text(LONG)
     (tmp_path / "kernel.py").write_text(KERNEL)
@@ -224,6 +229,7 @@ RECORD_THEN_WAIT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_in_a_notebook_it_shows_a_status_line_stop_show_output_and_the_charts(hermetic, tmp_path, monkeypatch):
     # Given a notebook (displays recorded) and a job that records, then runs on
     from IPython import display as ipy_display
@@ -281,6 +287,7 @@ def test_bad_arguments_are_refused_before_anything_starts(hermetic, tmp_path, ar
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before  # no process
 
 
+@pytest.mark.integration
 def test_output_tail_is_checked(hermetic, tmp_path):
     (tmp_path / "train.py").write_text("print('hi')\n")
     job = gpu_widgets.launch(["--standalone", "--nproc_per_node=1", "train.py"], display=False)

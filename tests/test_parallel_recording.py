@@ -80,6 +80,7 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.integration
 def test_two_ranks_record_into_one_launch_and_rank_zero_alone_displays(tmp_path):
     # Given a 2-rank DDP loop whose monitor is made before the process group
     script = tmp_path / "ddp.py"
@@ -128,6 +129,7 @@ NODE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_two_machines_make_one_launch_with_both_hosts(tmp_path):
     # Given two "machines" (two torchrun launchers, one rank each, one master port)
     script = tmp_path / "node.py"
@@ -159,6 +161,7 @@ FALLBACK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_without_a_store_the_ranks_agree_from_their_environment(tmp_path):
     # Given two processes given RANK / WORLD_SIZE by hand (no torchrun, no process group)
     script = tmp_path / "alone.py"
@@ -211,6 +214,7 @@ HF = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_the_hf_trainer_records_every_rank(tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")

@@ -307,6 +307,7 @@ dist.destroy_process_group()
 """
 
 
+@pytest.mark.integration
 def test_each_rank_beats_its_phase_and_a_rank_stuck_in_its_loader_shows_data_since_long(tmp_path):
     script = tmp_path / "ranks.py"
     script.write_text(textwrap.dedent(RANKS_SCRIPT))

@@ -67,6 +67,7 @@ def clean_env(fake_driver, **extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.integration
 def test_picks_the_least_busy_then_the_freest_and_points_cuda_at_them(fake_driver):
     fake_driver.write({"gpus": THREE})
     one, two, three = run_pick(clean_env(fake_driver), ([], {}), ([2], {}), ([3], {}))
@@ -78,6 +79,7 @@ def test_picks_the_least_busy_then_the_freest_and_points_cuda_at_them(fake_drive
     assert three["picked"] == [2, 1, 0] and three["env"]["CUDA_VISIBLE_DEVICES"] == "2,1,0"
 
 
+@pytest.mark.integration
 def test_thresholds_exclude_and_the_error_names_each_gpu_its_failed_condition_and_values(fake_driver):
     fake_driver.write({"gpus": THREE})
     ok, refused = run_pick(clean_env(fake_driver),
@@ -96,6 +98,7 @@ def test_thresholds_exclude_and_the_error_names_each_gpu_its_failed_condition_an
     assert refused["env"] == ok["env"] == {"CUDA_VISIBLE_DEVICES": "2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
+@pytest.mark.integration
 def test_not_enough_gpus_a_lost_gpu_and_one_in_mig_mode(fake_driver):
     fake_driver.write({"gpus": [gpu(), gpu(error={"*": 15}), gpu(mig_current=1)]})
     [result] = run_pick(clean_env(fake_driver), ([2], {}))
@@ -107,6 +110,7 @@ def test_not_enough_gpus_a_lost_gpu_and_one_in_mig_mode(fake_driver):
     assert result["env"] == {"CUDA_VISIBLE_DEVICES": None, "CUDA_DEVICE_ORDER": None}
 
 
+@pytest.mark.integration
 def test_no_gpu_gives_nvmls_reason(fake_driver):
     fake_driver.write({"init_error": 9})  # NVML_ERROR_DRIVER_NOT_LOADED
     [result] = run_pick(clean_env(fake_driver), ([], {}))
@@ -114,6 +118,7 @@ def test_no_gpu_gives_nvmls_reason(fake_driver):
     assert result["env"]["CUDA_VISIBLE_DEVICES"] is None
 
 
+@pytest.mark.integration
 def test_refuses_when_pytorch_has_already_initialised_cuda(fake_driver, tmp_path):
     fake_driver.write({"gpus": THREE})
     for started in (True, False):
@@ -130,6 +135,7 @@ def test_refuses_when_pytorch_has_already_initialised_cuda(fake_driver, tmp_path
             assert result["picked"] == [2]
 
 
+@pytest.mark.integration
 def test_refuses_when_this_process_already_holds_gpu_memory(fake_driver):
     # JAX, CuPy, ...: any CUDA user shows up in NVML's process list under this process's pid.
     fake_driver.write({"gpus": THREE})
@@ -140,6 +146,7 @@ def test_refuses_when_this_process_already_holds_gpu_memory(fake_driver):
     assert result["env"]["CUDA_VISIBLE_DEVICES"] is None
 
 
+@pytest.mark.integration
 def test_an_existing_cuda_visible_devices_limits_the_choice_and_is_answered_in_its_form(fake_driver):
     uuids = [f"GPU-{i}1111111-2222-3333-4444-555555555555" for i in range(3)]
     fake_driver.write({"gpus": [{**g, "uuid": u} for g, u in zip(THREE, uuids)]})
@@ -157,6 +164,7 @@ def test_an_existing_cuda_visible_devices_limits_the_choice_and_is_answered_in_i
     assert "names a MIG instance" in mig["error"]
 
 
+@pytest.mark.integration
 def test_indices_on_mixed_models_need_pci_bus_order(fake_driver):
     fake_driver.write({"gpus": [{**THREE[0], "name": "NVIDIA A100"}, *THREE[1:]]})
     [refused] = run_pick(clean_env(fake_driver, CUDA_VISIBLE_DEVICES="0,2"), ([], {}))
@@ -165,6 +173,7 @@ def test_indices_on_mixed_models_need_pci_bus_order(fake_driver):
     assert ok["picked"] == [2]
 
 
+@pytest.mark.integration
 def test_simulated_gpus_are_picked_only_when_chosen_and_with_a_warning(fake_driver):
     fake_driver.write({"gpus": THREE})
     env = clean_env(fake_driver, GPU_WIDGETS_BACKEND="simulated", GPU_WIDGETS_SIMULATED_GPUS="4")
@@ -241,6 +250,7 @@ HANG_MS = 3_600_000  # the fake's longest delay: the call returns only when the 
     ("nvmlDeviceGetUtilizationRates", 1, {"timeout_s": 1}),
     ("nvmlDeviceGetComputeRunningProcesses_v3", 5, {}),  # the default
 ])
+@pytest.mark.integration
 def test_a_hung_driver_call_gives_up_after_timeout_s_naming_the_call_and_the_process_still_exits(
         fake_driver, call, timeout_s, kwargs):
     fake_driver.write({"gpus": [THREE[0], {**THREE[2], "delay_ms": {call: HANG_MS}}]})
@@ -253,12 +263,14 @@ def test_a_hung_driver_call_gives_up_after_timeout_s_naming_the_call_and_the_pro
     assert result["env"] == {"CUDA_VISIBLE_DEVICES": None, "CUDA_DEVICE_ORDER": None}
 
 
+@pytest.mark.integration
 def test_a_call_that_is_only_slow_is_waited_for(fake_driver):
     fake_driver.write({"gpus": THREE, "delay_ms": {"nvmlDeviceGetUtilizationRates": 300}})
     [result] = run_pick(clean_env(fake_driver), ([], {"timeout_s": 30}))
     assert result["picked"] == [2]
 
 
+@pytest.mark.integration
 def test_a_5000_digit_cuda_visible_devices_is_named_short_with_what_cuda_accepts(fake_driver):
     fake_driver.write({"gpus": THREE})
     [refused] = run_pick(clean_env(fake_driver, CUDA_VISIBLE_DEVICES="9" * 5000), ([], {}))

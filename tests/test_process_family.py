@@ -13,6 +13,8 @@ import pytest
 
 from gpu_widgets.service import process_family
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 TREE = textwrap.dedent("""
     import subprocess, sys, threading, time
     kids = [subprocess.Popen([sys.executable, "-c",

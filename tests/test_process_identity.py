@@ -108,6 +108,7 @@ def _procs(body: dict) -> dict[int, dict]:
 
 # -- 1. a uid without a passwd entry -------------------------------------------------------------
 
+@pytest.mark.integration
 def test_a_server_running_as_a_uid_without_a_passwd_entry_answers_every_route(as_unknown_uid, fake_driver,
                                                                                tmp_path):
     # Given a real Jupyter server running as uid 4242, with no passwd entry, USER or LOGNAME,
@@ -174,6 +175,7 @@ async def test_without_a_passwd_entry_the_process_routes_answer_200(no_passwd_en
         assert (mine["uid"], mine["user"]) == (os.getuid(), str(os.getuid())) and mine["command"], mine
 
 
+@pytest.mark.integration
 def test_the_cli_works_as_a_uid_without_a_passwd_entry(as_unknown_uid, fake_driver):
     # Given a GPU process owned (inside the namespace) by uid 4242, which has no passwd entry
     sleeper = _sleeper()
@@ -240,11 +242,13 @@ def _assert_cut_and_readable(command: str, raw: bytes) -> None:
     assert command.endswith(f"xxx… (cut: {len(raw)} bytes in all)")
 
 
+@pytest.mark.integration
 def test_a_long_command_line_is_cut_to_4_kb_marked_and_readable(long_argv):
     pid, raw = long_argv
     _assert_cut_and_readable(ProcessDescriber().describe(pid)["command"], raw)
 
 
+@pytest.mark.integration
 def test_invalid_utf8_in_a_short_command_line_becomes_replacement_characters():
     proc = _sleeper(b"--token=\xff\xfeok")
     try:

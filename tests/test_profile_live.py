@@ -59,6 +59,7 @@ def one_matmul(a, b):
     return a @ b  # the same kind of work, as one large op
 
 
+@pytest.mark.integration
 def test_an_input_bound_loop_is_named_and_announced(capfd):
     mon = make()
     w = torch.nn.Linear(8, 8)
@@ -96,6 +97,7 @@ def _launch_loop(mon: TrainingMonitor, n: int, profile_from: int | None = None, 
     return times
 
 
+@pytest.mark.integration
 def test_thousands_of_tiny_ops_are_launch_bound_and_the_cost_is_back_after():
     mon = make()
     steps, warmup = 4, 1
@@ -116,6 +118,7 @@ def test_thousands_of_tiny_ops_are_launch_bound_and_the_cost_is_back_after():
     assert not profiler_running()
 
 
+@pytest.mark.integration
 def test_the_same_work_as_one_matmul_is_compute_bound():
     mon = make()
     a, b = torch.randn(384, 384), torch.randn(384, 384)
@@ -149,6 +152,7 @@ def _train(profile: bool) -> list[torch.Tensor]:
     return [t.detach().clone() for t in model.parameters()]
 
 
+@pytest.mark.integration
 def test_a_profile_never_changes_what_the_loop_computes():
     plain, profiled = _train(False), _train(True)
     assert all(torch.equal(a, b) for a, b in zip(plain, profiled))
@@ -199,6 +203,7 @@ def test_bad_steps_get_a_clear_error(steps, error, words):
     assert mon.parts.steps.session is None
 
 
+@pytest.mark.integration
 def test_one_profile_at_a_time_and_then_another():
     mon = make()
     first = mon.profile(steps=2, warmup=0)
@@ -226,6 +231,7 @@ def test_loaded_monitors_and_no_torch_are_refused(run_dir, monkeypatch):
         make().profile(steps=3)
 
 
+@pytest.mark.integration
 def test_keep_trace_leaves_the_trace_in_the_run_directory_and_otherwise_nothing(run_dir, monkeypatch, tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -263,6 +269,7 @@ def test_keep_trace_leaves_the_trace_in_the_run_directory_and_otherwise_nothing(
     assert os.path.isfile(r.trace_path)
 
 
+@pytest.mark.integration
 def test_the_widget_shows_the_profile_under_the_header_and_nvml_rows_reach_it():
     sampler = simulated_sampler()
     mon = make(sampler=sampler)
@@ -283,6 +290,7 @@ def test_the_widget_shows_the_profile_under_the_header_and_nvml_rows_reach_it():
     assert profile.evidence["nvml_samples"] >= 1 and profile.evidence["utilization_percent"] is not None
 
 
+@pytest.mark.integration
 def test_a_session_outside_a_monitor_profiles_its_own_boundaries():
     done = []
     session = ProfileSession(2, warmup=0, on_done=done.append)
@@ -312,6 +320,7 @@ print("verdict:", mon.last_profile.verdict, mon.last_profile.steps, mon.last_pro
 """
 
 
+@pytest.mark.integration
 def test_a_profile_in_a_real_kernel(tmp_path):
     from .kernel_session import running_kernel
     from .test_monitor_hooks import _execute
@@ -323,6 +332,7 @@ def test_a_profile_in_a_real_kernel(tmp_path):
     assert "gpu-widgets: profile" not in out  # a notebook shows it in the widget, not on stderr
 
 
+@pytest.mark.integration
 def test_a_lightning_callbacks_monitor_profiles_its_batches():
     pl = pytest.importorskip("lightning.pytorch")
     from .test_integrations_lightning import Tiny, callback, loader, trainer
@@ -348,6 +358,7 @@ def test_a_profiler_already_running_fails_the_profile_and_is_left_alone():
     assert any(e.name == "aten::ones" for e in theirs.events())
 
 
+@pytest.mark.integration
 def test_a_hugging_face_trainers_monitor_profiles_its_steps(tmp_path):
     pytest.importorskip("transformers")
     from .test_integrations_transformers import callback as hf_callback, trainer as hf_trainer

@@ -84,6 +84,7 @@ def check_picture(data: dict, header_text: str) -> None:
     assert re.search(r"<style>.*\.gpuw-badge", html, re.S)  # the header keeps its look
 
 
+@pytest.mark.integration
 def test_a_finished_monitor_is_saved_as_its_picture(saved):
     (data,) = displays(saved[1])
     check_picture(data, "clean run")
@@ -92,6 +93,7 @@ def test_a_finished_monitor_is_saved_as_its_picture(saved):
     # badge, which needs a GPU sample, and a 39-step run can end before the first on a busy machine.
 
 
+@pytest.mark.integration
 def test_a_failing_loop_still_raises_and_its_output_is_the_picture(saved):
     outputs = saved[2]
     errors = [o for o in outputs if o["output_type"] == "error"]
@@ -101,6 +103,7 @@ def test_a_failing_loop_still_raises_and_its_output_is_the_picture(saved):
     assert ": failed," in data["text/plain"]
 
 
+@pytest.mark.integration
 def test_a_run_finished_in_a_later_cell_updates_its_first_output(saved):
     (data,) = displays(saved[3])
     check_picture(data, "finished later")
@@ -108,10 +111,12 @@ def test_a_run_finished_in_a_later_cell_updates_its_first_output(saved):
     assert [o.get("text") for o in saved[4]] == ["finished finished\n"]
 
 
+@pytest.mark.integration
 def test_a_monitor_never_displayed_prints_nothing(saved):
     assert saved[5] == []
 
 
+@pytest.mark.integration
 def test_a_stopped_dashboard_is_saved_as_its_picture(saved):
     (data,) = displays(saved[6])
     check_picture(data, "GPU")
@@ -119,6 +124,7 @@ def test_a_stopped_dashboard_is_saved_as_its_picture(saved):
     assert saved[7] == []  # stop() changed the earlier output, printed nothing here
 
 
+@pytest.mark.integration
 def test_a_gpuwatch_cell_is_saved_as_pictures_and_its_summary(saved):
     outputs = displays(saved[9])
     assert len(outputs) == 2, [sorted(d) for d in outputs]
@@ -127,10 +133,12 @@ def test_a_gpuwatch_cell_is_saved_as_pictures_and_its_summary(saved):
     assert WIDGET_VIEW not in summary and "text/html" in summary and "GPU" in summary["text/plain"]
 
 
+@pytest.mark.integration
 def test_no_output_anywhere_holds_a_widget_view(saved):
     assert not [i for i, outputs in enumerate(saved) for d in displays(outputs) if WIDGET_VIEW in d]
 
 
+@pytest.mark.integration
 def test_the_saved_notebook_is_small(saved):
     # Two copies of each picture (PNG and HTML): still a bounded size per output.
     sizes = [len(str(d)) for outputs in saved for d in displays(outputs)]

@@ -72,6 +72,7 @@ def tool_runs(python: Path) -> bool:
     return done.returncode == 0
 
 
+@pytest.mark.integration
 def test_build_check_is_not_fooled_by_the_tests_build_folder(tmp_path):
     (ROOT / "build").mkdir(exist_ok=True)  # what the tests leave behind (git-ignored)
     bare = tmp_path / "venv"
@@ -91,6 +92,7 @@ def lab_examples(src: Path, dst: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAVE_MAKE, reason="make is not installed")
 def test_lab_copies_the_scripts_the_notebooks_run_too(tmp_path):
     src, dst = tmp_path / "examples", tmp_path / "lab"
@@ -102,6 +104,7 @@ def test_lab_copies_the_scripts_the_notebooks_run_too(tmp_path):
     assert {p.name for p in (ROOT / "examples").glob("*.py")} >= {"distributed_train.py"}
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAVE_MAKE, reason="make is not installed")
 def test_lab_copies_refreshes_and_never_overwrites_edits(tmp_path):
     src, dst = tmp_path / "examples", tmp_path / "lab"
@@ -123,6 +126,7 @@ def test_lab_copies_refreshes_and_never_overwrites_edits(tmp_path):
     assert (dst / "a.ipynb").read_text() == "a2"
 
 
+@pytest.mark.integration
 def test_lab_starts_in_the_working_copy_which_git_and_the_sdist_leave_out():
     recipe = MAKEFILE.split("\nlab:", 1)[1].split("\n\n", 1)[0]
     assert "lab-examples" in recipe.splitlines()[0]
@@ -150,6 +154,7 @@ raise {error}("boom in step 3")
 """
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("error", "status"), [("RuntimeError", "failed"), ("KeyboardInterrupt", "interrupted")])
 def test_a_script_that_dies_records_how_its_run_ended(tmp_path, error, status):
     env = {**os.environ, "GPU_WIDGETS_RUN_DIR": str(tmp_path), "GPU_WIDGETS_BACKEND": "simulated"}

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpu_widgets.runs.run_log import default_root
 
 from .conftest import SESSION_RUN_DIR
@@ -23,6 +25,7 @@ print(mon.run_dir)
 """
 
 
+@pytest.mark.integration
 def test_a_monitor_run_in_a_subprocess_lands_in_the_session_directory_not_the_default(tmp_path):
     home = tmp_path / "home"
     home.mkdir()

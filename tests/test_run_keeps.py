@@ -76,6 +76,7 @@ def test_a_batch_size_given_wins_over_the_one_read():
 
 
 # -- steps counted the same everywhere --------------------------------------------------------------
+@pytest.mark.integration
 def test_run_json_steps_agree_with_gpu_widgets_runs_and_log_calls_are_named(run_dir):  # noqa: F811
     mon = TrainingMonitor("evals", display=False)
     for i in range(60):

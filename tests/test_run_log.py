@@ -219,6 +219,7 @@ while True:  # until the kernel is killed
 """
 
 
+@pytest.mark.integration
 def test_run_log_survives_a_killed_kernel(run_dir, tmp_path):
     """SIGKILL: no atexit, no finally. Everything older than one flush interval must be on disk."""
     jupyter_client = pytest.importorskip("jupyter_client")

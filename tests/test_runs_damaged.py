@@ -106,6 +106,7 @@ def damaged_root(tmp_path):
     return root
 
 
+@pytest.mark.integration
 def test_runs_lists_every_run_and_names_each_damage_without_hanging_or_crashing(damaged_root):
     out = run_cli("runs", "--all", "--dir", str(damaged_root), timeout=HANG_S)
     assert out.returncode == 0 and out.stderr == "", out.stderr
@@ -161,6 +162,7 @@ def test_every_json_file_of_a_run_nested_too_deeply_is_named_in_words(tmp_path):
         trace.spilled_rows()
 
 
+@pytest.mark.integration
 def test_a_run_directory_without_read_permission_is_listed_as_unreadable(tmp_path):
     root = tmp_path / "log"
     make_run(root, "good", {"title": "good run", "status": "finished", "started": 2000.0}, steps(3))

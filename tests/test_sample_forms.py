@@ -6,6 +6,8 @@ import json
 import os
 import time
 
+import pytest
+
 from gpu_widgets.backends import SimulatedBackend, parse_faults
 from gpu_widgets.backends.nvml.backend import NvmlBackend
 from gpu_widgets.metrics import samples, throttle
@@ -101,6 +103,7 @@ def test_the_pending_answer_has_the_keys_of_a_sample():
     assert (answer["status"], answer["reason"]) == ("starting", "the GPU sampler is starting")
 
 
+@pytest.mark.integration
 def test_every_answer_names_the_reasons_the_driver_set(tmp_path):
     mask = throttle.BITS["gpu_idle"] | throttle.BITS["hw_slowdown"] | (1 << 40)
     expected = ["hw_slowdown", "gpu_idle", "other_0x10000000000"]

@@ -327,6 +327,7 @@ async def test_a_kernels_gpu_process_names_its_notebook(in_process_fake_nvml, jp
         assert by_pid[os.getpid()]["kernel_id"] is None
 
 
+@pytest.mark.integration
 def test_a_child_of_a_kernel_belongs_to_that_kernel():
     import subprocess
     import sys

@@ -208,6 +208,7 @@ def test_environment_settings_are_checked():
             open_backend(env=bad)
 
 
+@pytest.mark.integration
 def test_auto_never_falls_back_to_simulated():
     # A fresh process: this one may have loaded the fake NVML library for the server tests.
     import subprocess
@@ -249,6 +250,7 @@ def test_simulated_memory_stays_well_under_the_memory_alert_and_keeps_room_on_gp
                 assert d["memory_free_bytes"] >= 40 * (1 << 30), (s, d["index"])
 
 
+@pytest.mark.integration
 def test_a_real_process_that_holds_simulated_memory_shows_on_that_gpu_until_it_lets_go(tmp_path, monkeypatch):
     import json as _json
     import subprocess as _sp
