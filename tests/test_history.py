@@ -267,3 +267,26 @@ def test_stats_between_reduces_a_range_as_its_samples_say_across_the_ring_edge(w
     assert h.stats_between(short, short + 0.1, lookback_s=2.5)[0] == 1
     # and only that one: not every sample in the lookback (its energy would be the cell's)
     assert h.stats_between(t0, t1, lookback_s=2.5)[0] == len(inside) + 1
+
+
+@pytest.mark.parametrize("max_points", [None, 4000, 40], ids=["all", "plain-lists", "downsampled"])
+def test_until_gives_only_the_stretch_up_to_it_and_never_a_newer_sample(max_points):
+    h = History(window_s=1000, interval_s=1.0)
+    for t in range(3000):  # the ring has wrapped
+        h.append(snap(1000.0 + t, float(t % 97)))
+    since, until = 3500.0, 3800.0
+    times, devices = h.since_lazily(since, max_points, until=until)
+    values = list(devices)[0]["utilization_gpu_percent"]
+    assert times and all(since < t <= until for t in times) and len(values) == len(times)
+    whole_times, whole_devices = h.since_lazily(since, None)
+    whole = dict(zip(whole_times, list(whole_devices)[0]["utilization_gpu_percent"]))
+    if max_points == 40:
+        assert len(times) <= 40
+        stretch = [v for t, v in whole.items() if t <= until]
+        assert max(values) == max(stretch) and min(values) == min(stretch)  # peaks kept
+    else:
+        assert times == [t for t in whole_times if t <= until]
+        assert values == [whole[t] for t in times]
+    # until before the window, or no sample in (since, until]: nothing
+    assert h.since_lazily(0.0, max_points, until=10.0)[0] == []
+    assert h.since_lazily(3500.2, max_points, until=3500.7)[0] == []

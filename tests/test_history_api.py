@@ -88,8 +88,8 @@ async def test_a_heavy_request_runs_off_the_event_loop_and_an_increment_on_it(ma
     fill_window(service)
     threads: list[str] = []
     history = service.samples.history
-    service.samples.history = lambda since, max_points: (threads.append(threading.current_thread().name)
-                                                         or history(since, max_points))
+    service.samples.history = lambda since, max_points, until=None: (threads.append(threading.current_thread().name)
+                                                                     or history(since, max_points, until))
     # the whole window of 64 GPUs: made on the history worker
     whole = await get_json(jp_fetch, "samples", params={"max_points": "600"})
     assert threads == ["gpu-widgets-history_0"]
@@ -120,7 +120,7 @@ def test_identical_requests_waiting_for_the_worker_share_one_answer():
     made = []
     answers = service.samples
     history = answers.history
-    answers.history = lambda since, max_points: made.append((since, max_points)) or history(since, max_points)
+    answers.history = lambda since, max_points, until=None: made.append((since, max_points)) or history(since, max_points, until)
     gate = threading.Event()
     answers._history_pool.submit(gate.wait, 30)  # the worker is busy with a heavy answer
     since = service.sampler.history.since(None)["timestamps"][10]  # not the whole window
@@ -130,8 +130,8 @@ def test_identical_requests_waiting_for_the_worker_share_one_answer():
     gate.set()
     assert len({id(f) for f in whole}) == 1 and len({id(f) for f in recent}) == 1
     assert other is not recent[0] and recent[0] is not whole[0]
-    assert json.loads(whole[0].result(30) + b"}")["max_points"] == 600
-    assert recent[0].result(30) != other.result(30)
+    assert json.loads(whole[0].result(30).raw + b"}")["max_points"] == 600
+    assert recent[0].result(30).raw != other.result(30).raw
     assert len(made) == 3
     # once answered, the next request is made afresh (with the samples that came since)
     service.sampler.tick()
@@ -150,3 +150,28 @@ def test_a_whole_window_answer_serves_for_a_second_then_brings_the_new_samples(m
     again = json.loads(service.samples.json(None, 100))
     assert len(again["timestamps"]) == len(json.loads(first)["timestamps"]) + 1
     service.stop()
+
+
+@pytest.mark.parametrize("gw_config", [{"backend": "simulated", "interval_s": 0.1, "window_s": 600.0}])
+async def test_until_answers_the_older_stretch_alone_and_a_bad_one_names_itself(jp_fetch, jp_serverapp, gw_config):
+    await wait_for(jp_fetch, lambda s: s["device_count"] == 2)
+    service = service_of(jp_serverapp)
+    service.sampler.stop()
+    fill_window(service)
+    times = service.sampler.history.since(None)["timestamps"]
+    since, until = times[100], times[400]
+    # A sidebar whose window grew holds the samples after `until`: it asks for those before.
+    older = await get_json(jp_fetch, "samples", params={"since": repr(since), "until": repr(until), "max_points": "50"})
+    validate_response("/samples", older)
+    assert 0 < len(older["timestamps"]) <= 50 and older["timestamps"][-1] <= until < times[401]
+    assert all(since < t for t in older["timestamps"])
+    assert all(len(d["utilization_gpu_percent"]) == len(older["timestamps"]) for d in older["devices"])
+    exact = await get_json(jp_fetch, "samples", params={"since": repr(since), "until": repr(until), "max_points": "5000"})
+    assert exact["timestamps"] == times[101:401]
+    for query, message in [({"since": "5", "until": "5"}, "until: expected unix seconds after since (5.0), got 5.0"),
+                           ({"until": "-1"}, "until: expected unix seconds >= 0, got '-1'"),
+                           ({"until": "soon"}, "until")]:
+        with pytest.raises(HTTPClientError) as info:
+            await jp_fetch(*PREFIX, "samples", params=query)
+        assert info.value.code == 400
+        assert message in json.loads(info.value.response.body)["message"]

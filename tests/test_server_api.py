@@ -394,7 +394,7 @@ def test_tabs_opening_at_once_share_one_whole_window_answer():
     made = []
     answers = service.samples
     history = answers.history
-    answers.history = lambda since, max_points: made.append((since, max_points)) or history(since, max_points)
+    answers.history = lambda since, max_points, until=None: made.append((since, max_points)) or history(since, max_points, until)
 
     with ThreadPoolExecutor(8) as pool:  # 16 tabs opening at the same moment
         bodies = list(pool.map(lambda _: answers.json(None, 100), range(16)))

@@ -18,7 +18,8 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..metrics import catalogue
-from ..service import privacy, process_pages
+from ..service import gzipped, privacy, process_pages
+from ..service.gzipped import SharedBody
 from ..service.service import GpuService
 from . import kernels, params
 
@@ -92,11 +93,24 @@ class BaseApiHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(payload, allow_nan=False))
 
+    async def finish_shared(self, body: SharedBody, tail: bytes = b"") -> None:
+        """``body`` then ``tail``: gzipped for a client that accepts it, when it is worth it (the
+        shared part compressed once for every request, gzipped.py)."""
+        self.set_header("Vary", "Accept-Encoding")
+        if body.worth_compressing() and gzipped.accepts_gzip(self.request.headers):
+            self.set_header("Content-Encoding", "gzip")
+            head, end = body.gzip(tail)  # made already in the worker where the body was big
+            await self.finish_big(head, end)
+        else:
+            await self.finish_big(body.raw, tail)
+
     async def finish_big(self, body: bytes, suffix: bytes = b"") -> None:
         """``finish(body + suffix)``; a body of ``BIG_ANSWER_BYTES`` or more goes after its headers,
-        as it is: written with them (and joined to the suffix), tornado copies it twice on the loop."""
+        as it is: written with them (and joined to the suffix), tornado copies it twice on the loop.
+        The Content-Type set before stays (APIHandler.finish would make it JSON)."""
+        content_type = self._headers.get("Content-Type", "application/json")
         if len(body) < BIG_ANSWER_BYTES:
-            self.finish(body + suffix)
+            self.finish(body + suffix, set_content_type=content_type)
             return
         self.set_header("Content-Length", len(body) + len(suffix))
         try:
@@ -105,7 +119,7 @@ class BaseApiHandler(APIHandler):
             await self.flush()
         except StreamClosedError:
             return  # the client went away
-        self.finish(suffix)
+        self.finish(suffix, set_content_type=content_type)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc_info = kwargs.get("exc_info")
@@ -172,9 +186,9 @@ class LatestHandler(BaseApiHandler):
             # The first request after a sample on a big machine makes its JSON off the loop, and
             # those arriving meanwhile wait for it; the others (and small machines, where a thread
             # hop costs more) answer from it here.
-            await self.service.latest_shared.get(snap, me, self.service.latest_json, snap, me)
+            await self.service.latest_shared.get(snap, me, self.service.latest_json, snap, me, True)
         self.set_header("Content-Type", "application/json")
-        await self.finish_big(self.service.latest_answer(snap, me))
+        await self.finish_shared(*self.service.latest_answer(snap, me))
 
     def compute_etag(self) -> None:
         """No ETag: answers are ``no-store``, and a big machine's is a megabyte to hash on the loop."""
@@ -182,17 +196,23 @@ class LatestHandler(BaseApiHandler):
 
 
 class SamplesHandler(BaseApiHandler):
-    allowed_params = ("since", "max_points")
+    allowed_params = ("since", "until", "max_points")
 
     @web.authenticated
     async def get(self) -> None:
         self.check_params()
         with params.as_bad_request():
             since = params.unix_seconds(self.request.arguments, "since")
+            until = params.unix_seconds(self.request.arguments, "until")
             max_points = params.bounded_int(
                 self.request.arguments, "max_points", DEFAULT_MAX_POINTS, MIN_MAX_POINTS, self.service.max_points_limit
             )
-        if since is not None and self.service.samples.cost(since) <= INLINE_HISTORY_VALUES:
+            if until is not None and since is not None and until <= since:
+                raise params.BadParameter("until", f"expected unix seconds after since ({since!r}), got {until!r}")
+        if until is not None:
+            # Older history for a client that holds the newer (a longer window): rare, made alone.
+            body = await asyncio.wrap_future(self.service.samples.body_in_worker(since, max_points, until))
+        elif since is not None and self.service.samples.cost(since) <= INLINE_HISTORY_VALUES:
             # A poll's increment (a few samples, ~0.1 ms): on the loop. Handing it to a thread costs
             # more: the loop then waits for the GIL at each hand-over (p95 22 ms at 100 pollers).
             body = self.service.samples.body(since, max_points)
@@ -201,7 +221,7 @@ class SamplesHandler(BaseApiHandler):
         # The server's clock at the moment of answering (clients use it to line their clock up).
         suffix = f',"server_time":{json.dumps(time.time())}}}'.encode()
         self.set_header("Content-Type", "application/json")
-        await self.finish_big(body, suffix)
+        await self.finish_shared(body, suffix)
 
     def compute_etag(self) -> None:
         """No ETag: answers are ``no-store``, and tornado would hash megabytes on the event loop."""
@@ -231,13 +251,20 @@ class ProcessesHandler(BaseApiHandler):
         orphan_of = book.orphan_of if book is not None else process_pages.no_orphans
         key = (offset, limit, gpu, me, tuple(sorted(roots.items())), tuple(sorted(paths.items())),
                book.version if book is not None else 0)
-        body = await self.service.pages_shared.get(snap, key, process_pages.answer, head, listed, roots, paths, me,
-                                                   orphan_of)
+        body = await self.service.pages_shared.get(snap, key, _page, head, listed, roots, paths, me, orphan_of)
         self.set_header("Content-Type", "application/json")
-        await self.finish_big(body)
+        await self.finish_shared(body)
 
     def compute_etag(self) -> None:
         return None  # as samples/latest: no-store, and up to 2000 processes to hash
+
+
+def _page(*args: Any) -> SharedBody:
+    """A processes page and its gzip (in the worker: up to 2000 processes, a megabyte)."""
+    body = SharedBody(process_pages.answer(*args))
+    if body.worth_compressing():
+        body.deflate()
+    return body
 
 
 class OpenApiHandler(BaseApiHandler):

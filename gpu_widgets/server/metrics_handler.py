@@ -3,7 +3,8 @@
 Authenticated with the Jupyter server's own auth (a scrape config sends the token as
 ``Authorization: token ...``) unless ``GpuWidgets.metrics_allow_unauthenticated``. A scrape reads
 what the sampler holds; the per-GPU part is rendered once per sample, in a worker thread because
-kernel attribution walks /proc, and scrapers arriving meanwhile wait for that same render.
+kernel attribution walks /proc, and scrapers arriving meanwhile wait for that same render; its
+gzip (Prometheus asks for it) is made there too, once (service/gzipped.py).
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import Any
 
 from tornado import web
 
-from ..service import attribution, privacy
+from ..service import attribution, gzipped, privacy
+from ..service.gzipped import SharedBody
 from ..service.service import GpuService
 from . import kernels
 from .handlers import BaseApiHandler
@@ -38,19 +40,33 @@ class ServerScrapes:
         self.service = service
         self.exposition = Exposition(hostname)
         self._rendering: tuple[object, asyncio.Future[bytes]] | None = None
+        self._shared: tuple[bytes, SharedBody] | None = None  # the devices' part as rendered, and its gzip
 
-    async def body(self, handler: web.RequestHandler) -> bytes:
+    async def body(self, handler: web.RequestHandler, gzip: bool = False) -> tuple[SharedBody, bytes]:
+        """The devices' part (shared by the scrapes of one sample) and the rest, fresh; with
+        ``gzip`` the shared part's compression is made (once, in a worker)."""
         from ..export.exposition import asked_by_scrape, health_of
 
         asked_by_scrape(self.service)
         snap = self.service.latest() if self.service.ready else None
-        parts = [] if snap is None else [await self._devices(snap, handler)]
+        shared = SharedBody(b"") if snap is None else await self._shared_part(snap, handler, gzip)
+        parts = []
         tracker = handler.settings.get("gpu_widgets_gpu_activity")  # server/gpu_activity.py
         if tracker is not None:
             parts.append(self.exposition.render_kernels(tracker.kernel_rows()))
         # Health last and fresh: the sample may be old by now (a driver call that hangs).
         parts.append(self.exposition.render_health(health_of(self.service, self.exposition.hostname)))
-        return b"".join(parts)
+        return shared, b"".join(parts)
+
+    async def _shared_part(self, snap: Any, handler: web.RequestHandler, gzip: bool) -> SharedBody:
+        devices = await self._devices(snap, handler)
+        made = self._shared
+        if made is None or made[0] is not devices:
+            made = self._shared = (devices, SharedBody(devices))
+        body = made[1]
+        if gzip and body.worth_compressing() and not body.deflated:
+            await asyncio.get_running_loop().run_in_executor(None, body.deflate)
+        return body
 
     async def _devices(self, snap: Any, handler: web.RequestHandler) -> bytes:
         cached = self.exposition.cached(snap)
@@ -105,7 +121,10 @@ class PrometheusMetricsHandler(BaseApiHandler):
         if scrapes is None:
             hostname = self.settings.get(HOSTNAME_KEY) or ""
             scrapes = self.settings[_SCRAPES_KEY] = ServerScrapes(self.service, hostname)
-        self.finish(await scrapes.body(self), set_content_type=CONTENT_TYPE_LATEST)
+        accepted = gzipped.accepts_gzip(self.request.headers)
+        shared, rest = await scrapes.body(self, gzip=accepted)
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        await self.finish_shared(shared, rest)
 
     def compute_etag(self) -> None:
         return None  # every scrape is new (the health part), and hashing it is wasted work

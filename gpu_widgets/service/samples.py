@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..metrics.throttle import json_names
+from .gzipped import SharedBody
 
 if TYPE_CHECKING:
     from ..store.history import History
@@ -59,13 +60,13 @@ class SamplesAnswers:
         self.max_response_points = max_response_points
         # The last whole-window answer, keyed by (max_points, samples appended), and when it was
         # made: a hundred tabs opening at once share one downsampling and one serialisation of the hour.
-        self._window_json: tuple[tuple[int, int], float, str] | None = None
+        self._window_json: tuple[tuple[int, int], float, SharedBody] | None = None
         self._window_lock = threading.Lock()
         # Answers for part of the window by (samples appended, samples covered, points, status).
-        self._increments: dict[tuple[Any, ...], str] = {}
+        self._increments: dict[tuple[Any, ...], SharedBody] = {}
         self._increments_lock = threading.Lock()
         self._history_pool = ThreadPoolExecutor(HISTORY_WORKERS, thread_name_prefix="gpu-widgets-history")
-        self._inflight: dict[tuple[Any, int], Future[bytes]] = {}  # identical requests share one answer
+        self._inflight: dict[tuple[Any, Any, int], Future[SharedBody]] = {}  # identical requests share one answer
         self._inflight_lock = threading.Lock()
         self._queued = 0  # answers waiting for or on the worker
 
@@ -86,51 +87,14 @@ class SamplesAnswers:
             return 0
         return history.count_since(since) * max(1, history.device_count)
 
-    def body(self, since: float | None, max_points: int) -> bytes:
-        """``json`` encoded and without its closing brace (the handler adds server_time)."""
-        return self.json(since, max_points)[:-1].encode()
-
-    def body_in_worker(self, since: float | None, max_points: int) -> Future[bytes]:
-        """``body`` on the history worker; a request identical to one already waiting or
-        running shares its answer (six tabs asking for the whole hour make one)."""
-        history = self._store()
-        whole = history is None or history.whole_window(since)
-        key = ("window" if whole else since, self.points_per_device(max_points))
-        with self._inflight_lock:
-            future = self._inflight.get(key)
-            made = future is None
-            if future is None:
-                future = self._inflight[key] = self._history_pool.submit(self._work, since, max_points)
-                self._queued += 1
-        if made:  # outside the lock: a callback on a finished future runs right here
-            future.add_done_callback(partial(self._forget, key))
-        return future
-
-    def _work(self, since: float | None, max_points: int) -> bytes:
-        body = b""
-        try:
-            body = self.body(since, max_points)
-            return body
-        finally:
-            with self._inflight_lock:
-                self._queued -= 1
-                idle = not self._queued
-            if idle and len(body) >= TRIM_AFTER_BYTES:
-                release_freed_memory()
-
-    def _forget(self, key: tuple[Any, int], future: Future[bytes]) -> None:
-        with self._inflight_lock:
-            if self._inflight.get(key) is future:
-                del self._inflight[key]
-
-    def json(self, since: float | None, max_points: int) -> str:
-        """The ``samples`` answer as JSON, all but ``server_time`` (the handler adds the clock at
-        the moment it answers). An answer that covers the whole window is made at most once per
-        tick, or per ``WINDOW_REUSE_S`` when that is longer."""
+    def body(self, since: float | None, max_points: int, until: float | None = None) -> SharedBody:
+        """The answer without its closing brace (the handler adds server_time), shared by the
+        requests that cover the same samples, its gzip made at most once (gzipped.py). With
+        ``until`` (a client filling in older history: rare) it is made for that request alone."""
         max_points = self.points_per_device(max_points)
         history = self._store()
-        if history is None:
-            return self._make(since, max_points)
+        if history is None or until is not None:
+            return _shared(self._make(since, max_points, until))
         if not history.whole_window(since):
             return self._increment(history, since, max_points)
         key = (max_points, history.appended)
@@ -139,11 +103,53 @@ class SamplesAnswers:
             if cached is not None and cached[0][0] == max_points and (
                     cached[0] == key or time.monotonic() - cached[1] < WINDOW_REUSE_S):
                 return cached[2]
-            body = self._make(since, max_points)
+            body = _shared(self._make(since, max_points))
             self._window_json = (key, time.monotonic(), body)
             return body
 
-    def _increment(self, history: History, since: float | None, max_points: int) -> str:
+    def body_in_worker(self, since: float | None, max_points: int,
+                       until: float | None = None) -> Future[SharedBody]:
+        """``body`` on the history worker, gzip included; a request identical to one already
+        waiting or running shares its answer (six tabs asking for the whole hour make one)."""
+        history = self._store()
+        whole = until is None and (history is None or history.whole_window(since))
+        key = ("window" if whole else since, until, self.points_per_device(max_points))
+        with self._inflight_lock:
+            future = self._inflight.get(key)
+            made = future is None
+            if future is None:
+                future = self._inflight[key] = self._history_pool.submit(self._work, since, max_points, until)
+                self._queued += 1
+        if made:  # outside the lock: a callback on a finished future runs right here
+            future.add_done_callback(partial(self._forget, key))
+        return future
+
+    def _work(self, since: float | None, max_points: int, until: float | None) -> SharedBody:
+        body = _shared("}")
+        try:
+            body = self.body(since, max_points, until)
+            if body.worth_compressing():
+                body.deflate()  # here, not on the event loop (zlib lets the GIL go meanwhile)
+            return body
+        finally:
+            with self._inflight_lock:
+                self._queued -= 1
+                idle = not self._queued
+            if idle and len(body) >= TRIM_AFTER_BYTES:
+                release_freed_memory()
+
+    def _forget(self, key: tuple[Any, Any, int], future: Future[SharedBody]) -> None:
+        with self._inflight_lock:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+
+    def json(self, since: float | None, max_points: int) -> str:
+        """The ``samples`` answer as JSON, all but ``server_time`` (the handler adds the clock at
+        the moment it answers). An answer that covers the whole window is made at most once per
+        tick, or per ``WINDOW_REUSE_S`` when that is longer."""
+        return self.body(since, max_points).raw.decode() + "}"
+
+    def _increment(self, history: History, since: float | None, max_points: int) -> SharedBody:
         """A part of the window: shared by the requests that cover the same samples. Every tab
         polls the same new samples each second, with its own ``since``; on 64 GPUs each answer
         was ~7 ms of the event loop's time (it is made there, see handlers.py)."""
@@ -154,7 +160,7 @@ class SamplesAnswers:
             hit = self._increments.get(key)
         if hit is not None:
             return hit
-        body = self._make(since, max_points)
+        body = _shared(self._make(since, max_points))
         if (history.appended, history.count_since(since)) == covered:  # no sample came meanwhile
             with self._increments_lock:
                 if len(self._increments) >= INCREMENTS_KEPT or any(k[0] != covered[0] for k in self._increments):
@@ -162,8 +168,8 @@ class SamplesAnswers:
                 self._increments[key] = body
         return body
 
-    def _make(self, since: float | None, max_points: int) -> str:
-        times, devices = self.history(since, max_points)
+    def _make(self, since: float | None, max_points: int, until: float | None = None) -> str:
+        times, devices = self.history(since, max_points, until)
         # Each device also carries why its latest values are null, so a client that only polls
         # the history can still explain a gap.
         latest = self._latest()
@@ -194,11 +200,16 @@ class SamplesAnswers:
         pieces.append("]}")
         return "".join(pieces)
 
-    def history(self, since: float | None, max_points: int) -> tuple[list[float], Any]:
+    def history(self, since: float | None, max_points: int, until: float | None = None) -> tuple[list[float], Any]:
         """The timestamps and an iterator of devices (``History.since_lazily``). Downsampling an
         hour of many GPUs is real work: callers run this in the history worker unless they ask
         for a few samples only (``cost``)."""
         history = self._store()
         if history is None:
             return [], iter(())
-        return history.since_lazily(since, max_points=max_points)
+        return history.since_lazily(since, max_points=max_points, until=until)
+
+
+def _shared(text: str) -> SharedBody:
+    """A JSON object's answer without its closing brace (each answer adds its own end)."""
+    return SharedBody(text[:-1].encode())

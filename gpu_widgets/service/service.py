@@ -22,6 +22,7 @@ from ..sampling.snapshot import aged, empty, public
 from ..sampling.stall import STALE, stale_after_s, waiting_on
 from ..store.history import History
 from . import gc_heap, json_pieces
+from .gzipped import SharedBody
 from .privacy import redact_snapshot
 from .samples import SamplesAnswers
 from .shared_answers import PerSample
@@ -63,7 +64,7 @@ class GpuService:
         self._thread: threading.Thread | None = None
         self._opening_since: float | None = None
         self._stopped = False
-        self._latest_json: tuple[Snapshot, int | None, bytes] | None = None
+        self._latest_json: tuple[Snapshot, int | None, SharedBody] | None = None
         self.samples = SamplesAnswers(self._history, self.latest, self.status, max_response_points)
         # samples/latest and processes pages of a big machine, shared by the requests of one sample.
         self.latest_shared, self.pages_shared = PerSample(), PerSample()
@@ -188,13 +189,13 @@ class GpuService:
         snap.update((k, status[k]) for k in ("driver_version", "cuda_driver_version", "nvml_version"))
         return aged(snap, status["status"], status["reason"], status["sample_age_s"])
 
-    def latest_answer(self, snapshot: Snapshot, me: int | None) -> bytes:
-        """The ``samples/latest`` answer: the snapshot's shared JSON with ``status``, ``reason``
-        and ``sample_age_s`` put in at the moment of answering (the sampler may be stuck)."""
+    def latest_answer(self, snapshot: Snapshot, me: int | None) -> tuple[SharedBody, bytes]:
+        """The ``samples/latest`` answer: the snapshot's shared JSON (without its closing brace)
+        and its end, ``status``, ``reason`` and ``sample_age_s`` of the moment of answering (the
+        sampler may be stuck). They come last so that the shared part can be gzipped once."""
         status = self.status()
-        head = json.dumps({key: status[key] for key in FRESHNESS_KEYS})
-        # Bytes, joined in one copy: a big machine's answer is a megabyte, put together on the loop.
-        return b"".join((head[:-1].encode(), b", ", memoryview(self.latest_json(snapshot, me))[1:]))
+        tail = json.dumps({key: status[key] for key in FRESHNESS_KEYS})
+        return self.latest_json(snapshot, me), b"," + tail[1:].encode()
 
     def latest_json_made(self, snapshot: Snapshot, me: int | None) -> bool:
         """Whether ``latest_json`` has this one ready (else it is made in a worker: 64 GPUs'
@@ -202,9 +203,10 @@ class GpuService:
         cached = self._latest_json
         return cached is not None and cached[0] is snapshot and cached[1] == me
 
-    def latest_json(self, snapshot: Snapshot, me: int | None) -> bytes:
+    def latest_json(self, snapshot: Snapshot, me: int | None, deflate: bool = False) -> SharedBody:
         """The JSON of ``snapshot`` (redacted for uid ``me`` unless None) but its status and
-        reason, UTF-8, made once per sample: a hundred tabs polling the same second share it."""
+        reason and closing brace, UTF-8, made once per sample: a hundred tabs polling the same
+        second share it (and its gzip, made here too when ``deflate``: in the worker)."""
         cached = self._latest_json
         if cached is not None and cached[0] is snapshot and cached[1] == me:
             return cached[2]
@@ -212,8 +214,11 @@ class GpuService:
         if me is not None:
             data = redact_snapshot(data, me)
         # A GPU at a time (json_pieces.py): one dumps of 64 GPUs' megabyte held the GIL ~20 ms.
-        body = json_pieces.object_with_list({k: v for k, v in data.items() if k not in FRESHNESS_KEYS},
-                                            "devices", data["devices"]).encode()
+        text = json_pieces.object_with_list({k: v for k, v in data.items() if k not in FRESHNESS_KEYS},
+                                            "devices", data["devices"])
+        body = SharedBody(text[:-1].encode())
+        if deflate and body.worth_compressing():
+            body.deflate()
         self._latest_json = (snapshot, me, body)
         return body
 

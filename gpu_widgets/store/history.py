@@ -158,10 +158,10 @@ class History:
                 lo = mid + 1
         return lo
 
-    def _take(self, col: array, first: int) -> list[float | None]:
-        """Logical positions first.. as a list, NaN -> None (slices: C speed for the copy)."""
+    def _take(self, col: array, first: int, end: int | None = None) -> list[float | None]:
+        """Logical positions first..end as a list, NaN -> None (slices: C speed for the copy)."""
         a = (self._start + first) % self.capacity
-        n = self._size - first
+        n = (self._size if end is None else end) - first
         if n <= 0:
             return []
         if a + n <= self.capacity:
@@ -198,35 +198,37 @@ class History:
         times, devices = self.since_lazily(t, max_points)
         return {"timestamps": times, "devices": list(devices)}
 
-    def since_lazily(self, t: float | None = None,
-                     max_points: int | None = None) -> tuple[list[float], Iterator[dict[str, Any]]]:
+    def since_lazily(self, t: float | None = None, max_points: int | None = None,
+                     until: float | None = None) -> tuple[list[float], Iterator[dict[str, Any]]]:
         """``since()`` as the timestamps and an iterator of devices: a caller that serialises each
-        device as it comes holds one device's copy at a time, not every GPU's."""
+        device as it comes holds one device's copy at a time, not every GPU's. With ``until``,
+        only the samples up to that time (a client that holds the newer ones asks for the older)."""
         with self._lock:
             first = self._first(t)
-            n = self._size - first
+            end = self._size if until is None else max(first, self._first_after(until))
+            n = end - first
             if max_points is None or (n < NUMPY_FROM and n <= max_points):
                 # Nothing to downsample, and a poll's increment (a few samples): plain lists, all
                 # under the lock, is fastest.
-                times = self._take(self._times, first)
-                cols = [(idx, e["uuid"], e["name"], {c: self._take(col, first) for c, col in e["cols"].items()})
+                times = self._take(self._times, first, end)
+                cols = [(idx, e["uuid"], e["name"], {c: self._take(col, first, end) for c, col in e["cols"].items()})
                         for idx, e in sorted(self._devices.items())]
                 # (the generator runs outside the lock, as the caller reads each device)
                 return times, (_device(idx, uuid, name, c, True) for idx, uuid, name, c in cols)  # type: ignore[return-value]
-            plan = (first, self._size, self._start, self.appended)
+            plan = (first, end, self._start, self.appended, self._size)
             times = self._copy(self._times, *plan[:3])
             entries = [(idx, e["uuid"], e["name"], e["cols"]) for idx, e in sorted(self._devices.items())]
         out_times = downsample(times, {}, max_points)[0]
         return out_times, self._copied_devices(entries, plan, times, max_points)
 
-    def _copied_devices(self, entries: list, plan: tuple[int, int, int, int], times: Any,
+    def _copied_devices(self, entries: list, plan: tuple[int, int, int, int, int], times: Any,
                         max_points: int) -> Iterator[dict[str, Any]]:
-        first, size, start, appended = plan
+        first, end, start, appended, size = plan
         # Appends the ring can take before one overwrites the oldest sample of this answer.
         slack = self.capacity - size + first
         for idx, uuid, name, cols in entries:
             with self._lock:
-                copies = {c: self._copy(col, first, size, start) for c, col in cols.items()}
+                copies = {c: self._copy(col, first, end, start) for c, col in cols.items()}
                 overwritten = self.appended - appended - slack
             if overwritten > 0:  # this reader took longer than READ_MARGIN_S: those samples are gone
                 for values in copies.values():

@@ -113,20 +113,53 @@ describe('GpuModel: bounded series', () => {
     }
   });
 
-  it('shrinks the window live, and refetches a longer one', async () => {
+  it('shrinks the window live, and asks only for the stretch before what it holds for a longer one', async () => {
     const { history, api, model } = setup({ n: 100, windowS: 60 });
     await model.refresh();
     expect(model.timeline.length).toBe(60);
 
     model.configure({ historyWindowS: 30 });
     expect(model.timeline.length).toBe(31);
+    const held = [...model.timeline.t];
 
     model.configure({ historyWindowS: 90 });
-    expect(model.timeline.length).toBe(0); // older points are needed: fetched again
+    expect(model.timeline.t).toEqual(held); // what is held stays
     await model.refresh();
-    const last = api.callsTo('samples').pop()!;
-    expect(last.query.since).toBeCloseTo(history.serverTime - 90, 6);
+    const older = api.callsTo('samples').pop()!.query;
+    expect(older.since).toBeCloseTo(history.serverTime - 90, 6);
+    expect(older.until).toBe(held[0]); // never the points held again
+    expect(older.max_points).toBe(Math.ceil((model.maxPoints * (held[0] - Number(older.since))) / 90));
     expect(model.timeline.length).toBe(90);
+    expect(model.timeline.t).toEqual(history.t.slice(10)); // oldest first, no point twice
+    for (const cols of model.timeline.devices.values()) {
+      expect(cols.values.power_w).toHaveLength(90);
+      expect(cols.lost).toHaveLength(90);
+    }
+    // Then only what is new again.
+    history.addRun(2);
+    await model.refresh();
+    const next = api.callsTo('samples').pop()!.query;
+    expect(next.since).toBe(history.t[99]);
+    expect(next.until).toBeUndefined();
+    expect(model.timeline.t).toEqual(history.t.slice(11)); // the window moved on by the two
+  });
+
+  it('puts a gap between the older stretch and what it holds when the two do not meet', async () => {
+    const { history, model } = setup({ n: 0, nDevices: 1, windowS: 60 });
+    history.addRun(20);
+    const gapEnd = history.t[19] + 100;
+    history.add(gapEnd, [{ util: 50 }]);
+    history.addRun(30);
+    await model.refresh(); // the last 60 s: after the gap only
+    expect(model.timeline.t[0]).toBe(gapEnd);
+    model.configure({ historyWindowS: 300 });
+    await model.refresh();
+    const t = model.timeline.t;
+    expect(t.length).toBe(20 + 1 + 31); // the older 20, a null point, what was held
+    const util = model.timeline.devices.get(0)!.values.utilization_gpu_percent;
+    expect(util[20]).toBeNull();
+    expect(t[20]).toBeGreaterThan(t[19]);
+    expect(t[20]).toBeLessThan(t[21]);
   });
 
   it('keeps what the server sent, and asks for a fresh bounded window past the point cap', async () => {
@@ -180,7 +213,7 @@ describe('GpuModel: bounded series', () => {
     const { history, api, model } = setup({ n: 50, nDevices: 1 });
     model.setChartWidth(60);
     await model.refresh();
-    model.setChartWidth(100); // 200 points: not worth a refetch
+    model.setChartWidth(200); // 200 points: not worth a refetch
     history.addRun(1);
     await model.refresh();
     expect(api.callsTo('samples')[1].query.since).toBe(history.t[49]);
@@ -188,7 +221,7 @@ describe('GpuModel: bounded series', () => {
     history.addRun(1);
     await model.refresh();
     const third = api.callsTo('samples')[2].query;
-    expect(third.max_points).toBe(800);
+    expect(third.max_points).toBe(400);
     expect(third.since).toBeCloseTo(history.serverTime - 600, 6);
     expect(model.timeline.length).toBe(52);
   });

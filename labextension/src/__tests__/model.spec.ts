@@ -60,7 +60,7 @@ describe('GpuModel: incremental samples', () => {
     const { api, model } = setup();
     model.setChartWidth(250);
     await model.refresh();
-    expect(api.callsTo('samples')[0].query.max_points).toBe(500);
+    expect(api.callsTo('samples')[0].query.max_points).toBe(250); // a point per pixel
     model.setChartWidth(10);
     expect(model.maxPoints).toBe(120);
   });

@@ -263,8 +263,12 @@ export class FakeHistory {
 
   samples = (query: Query): ISamples => {
     const since = query.since === undefined ? -Infinity : Number(query.since);
+    const until = query.until === undefined ? Infinity : Number(query.until);
     const maxPoints = query.max_points === undefined ? 600 : Number(query.max_points);
-    let idx = this.t.map((t, i) => [t, i]).filter(([t]) => t > since).map(([, i]) => i);
+    let idx = this.t
+      .map((t, i) => [t, i])
+      .filter(([t]) => t > since && t <= until)
+      .map(([, i]) => i);
     if (idx.length > maxPoints) {
       const all = idx;
       const step = (all.length - 1) / (maxPoints - 1);

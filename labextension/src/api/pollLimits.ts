@@ -5,7 +5,7 @@ export const STATUS_BAR_INTERVAL_MS = 5000;
 export const MAX_BACKOFF_MS = 30000;
 /** The process list is read on the server every 2 s (slow cadence): no use asking faster. */
 export const MIN_PROCESS_INTERVAL_MS = 2000;
-/** Bounds of `max_points` (2 points per chart pixel: min/max buckets). */
+/** Bounds of `max_points`: a point per chart pixel (min/max buckets of two pixels keep the peaks). */
 export const MIN_MAX_POINTS = 120;
 export const MAX_MAX_POINTS = 2000;
 

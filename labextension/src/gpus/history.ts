@@ -4,7 +4,8 @@
  * The server downsamples (`max_points`, min/max buckets that keep peaks); this side keeps its
  * answers as they are and never re-buckets. The first request, and any after the held points
  * pass `pointCap`, asks for the whole window (bounded by `max_points`) and replaces what is
- * held; the others ask only for what is newer than the newest point held.
+ * held; the others ask only for what is newer than the newest point held. A longer window asks
+ * for the stretch before the oldest point held alone (`until`), never for what is held again.
  *
  * Pure data code (no JupyterLab imports): jest-tested through the model.
  */
@@ -18,6 +19,8 @@ export interface ISamplesQuery {
   max_points: number;
   /** The whole window: its answer replaces what is held. */
   full: boolean;
+  /** Only samples up to this (the stretch before what is held: its answer goes before it). */
+  until?: number;
 }
 
 export class History {
@@ -35,10 +38,10 @@ export class History {
     return this._windowS;
   }
 
-  /** A new history window: a shorter one trims, a longer one is asked for again. */
+  /** A new history window: a shorter one trims; for a longer one the stretch before is asked for. */
   setWindow(windowS: number): void {
     if (windowS > this._windowS) {
-      this.timeline.clear();
+      this._older = this.timeline.length > 0;
     } else if (windowS < this._windowS) {
       this.timeline.trim(windowS);
     }
@@ -58,11 +61,21 @@ export class History {
   /** The next request. */
   query(maxPoints: number, nowMs: number): ISamplesQuery {
     const last = this.timeline.last;
+    const serverNow = nowMs / 1000 - this._clockOffsetS;
+    const start = Math.max(0, serverNow - this._windowS);
+    const first = this.timeline.first;
+    if (first !== null && !this._refill && this._older) {
+      if (start < first) {
+        // The points for the stretch before: its share of the chart's width.
+        const share = Math.max(2, Math.ceil((maxPoints * (first - start)) / this._windowS));
+        return { since: start, until: first, max_points: share, full: false };
+      }
+      this._older = false;
+    }
     if (last !== null && !this._refill) {
       return { since: last, max_points: maxPoints, full: false };
     }
-    const serverNow = nowMs / 1000 - this._clockOffsetS;
-    return { since: Math.max(0, serverNow - this._windowS), max_points: maxPoints, full: true };
+    return { since: start, max_points: maxPoints, full: true };
   }
 
   /**
@@ -76,9 +89,15 @@ export class History {
     if (query.full) {
       this.timeline.clear();
       this._refill = false;
+      this._older = false;
       this._filledWith = query.max_points;
     }
-    this.timeline.append(samples);
+    if (query.until !== undefined) {
+      this._older = false;
+      this.timeline.prepend(samples);
+    } else {
+      this.timeline.append(samples);
+    }
     // The reasons describe the server's latest sample: each answer replaces what was held.
     for (const d of samples.devices) {
       this.unavailable.set(d.index, { ...(d.unavailable ?? {}) });
@@ -102,5 +121,7 @@ export class History {
   /** The `max_points` the held window was filled with. */
   private _filledWith = 0;
   private _refill = false;
+  /** The window grew: the stretch before the oldest point held is still to be asked for. */
+  private _older = false;
   private _windowS: number;
 }

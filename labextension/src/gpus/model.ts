@@ -125,7 +125,7 @@ export class GpuModel implements IDisposable {
 
   /** Points per GPU asked for when a long stretch of history is fetched. */
   get maxPoints(): number {
-    return Math.max(MIN_MAX_POINTS, Math.min(MAX_MAX_POINTS, Math.round(2 * this._chartWidthPx)));
+    return Math.max(MIN_MAX_POINTS, Math.min(MAX_MAX_POINTS, Math.round(this._chartWidthPx)));
   }
 
   /** The most points held per GPU before the whole window is asked for again. */
@@ -282,7 +282,11 @@ export class GpuModel implements IDisposable {
         this._live.clear();
       }
       const [samples, devices, processes] = await Promise.all([
-        requestAPI<ISamples>('samples', { since: query.since, max_points: query.max_points }),
+        requestAPI<ISamples>('samples', {
+          since: query.since,
+          max_points: query.max_points,
+          ...(query.until !== undefined ? { until: query.until } : {})
+        }),
         this._devicesStale ? requestAPI<IDevices>('devices') : Promise.resolve(null),
         wantProcesses ? requestAPI<IProcesses>('processes') : Promise.resolve(null),
         this.gpmWanted ? this._live.fetch() : null

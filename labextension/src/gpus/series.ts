@@ -120,6 +120,53 @@ export class Timeline {
     this.devices.clear();
   }
 
+  /** The oldest timestamp, or null when empty. */
+  get first(): number | null {
+    return this.t.length ? this.t[0] : null;
+  }
+
+  /**
+   * Put the points of a samples answer that are older than the oldest held before them (the
+   * window grew: only the stretch before what is held was asked for). A long gap between the
+   * two gets a null point, as in `append`. Returns how many points were added.
+   */
+  prepend(samples: ISamples): number {
+    const oldest = this.first;
+    if (oldest === null) {
+      return this.append(samples);
+    }
+    const older = new Timeline(this._fields);
+    const keep = samples.timestamps.filter(t => t < oldest).length;
+    const added = older.append({
+      ...samples,
+      timestamps: samples.timestamps.slice(0, keep)
+    });
+    if (!added) {
+      return 0;
+    }
+    const gapS = Math.max(MIN_GAP_S, 5 * (samples.interval_s || 0));
+    if (oldest - older.last! > gapS) {
+      older._pushGap((older.last! + oldest) / 2);
+    }
+    const nOlder = older.t.length;
+    const nHeld = this.t.length;
+    this.t.unshift(...older.t);
+    for (const [index, cols] of older.devices) {
+      if (!this.devices.has(index)) {
+        this.devices.set(index, emptyColumns(this._fields, index, cols.uuid, cols.name, nHeld));
+      }
+    }
+    for (const [index, cols] of this.devices) {
+      const before = older.devices.get(index) ?? emptyColumns(this._fields, index, cols.uuid, cols.name, nOlder);
+      for (const f of this._fields) {
+        cols.values[f] = before.values[f].concat(cols.values[f]);
+      }
+      cols.throttle = before.throttle.concat(cols.throttle);
+      cols.lost = before.lost.concat(cols.lost);
+    }
+    return added;
+  }
+
   /**
    * Append the points of a samples answer that are newer than the newest held.
    * A long pause (e.g. the browser tab was hidden) gets a null point so lines break there.

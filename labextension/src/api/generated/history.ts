@@ -20,7 +20,10 @@ export interface HistoryPaths {
             path?: never;
             cookie?: never;
         };
-        /** History per GPU, downsampled, newer than `since` */
+        /**
+         * History per GPU, downsampled, newer than `since`
+         * @description An answer of 1 KB or more is gzip-compressed (Content-Encoding: gzip) for a client whose Accept-Encoding admits it, as samples/latest, processes and the Prometheus exposition are (API 1.1; browsers decode it themselves, and a client that does not ask for gzip gets the same JSON as before). The sidebar asks for its visible window at its chart's width in points first, then only what is newer (since), and older history only on demand (until).
+         */
         get: operations["getSamples"];
         put?: never;
         post?: never;
@@ -37,6 +40,8 @@ export interface HistoryOperations {
             query?: {
                 /** @description unix seconds; only samples newer than this */
                 since?: number;
+                /** @description unix seconds, after since; only samples up to this one (API 1.1: a client that holds the newer samples fills in older ones, e.g. when its window grows; an API 1 server answers it with a 400 bad_parameter naming it) */
+                until?: number;
                 /** @description at most this many points per device (min/max buckets keep peaks); default 600. The server lowers it so that all GPUs together hold at most GpuWidgets.max_response_points (default 32000); the answer's max_points says what was used */
                 max_points?: number;
             };
