@@ -125,10 +125,46 @@ def _synthetic(latest: dict, t: float) -> dict:
     return snap
 
 
+def _replayed(latest: dict, seconds: int, interval_s: float, window_s: float) -> Any:
+    """A history as the simulated GPUs would have made it over the last ``seconds`` (values that
+    move as real ones do: what compresses as a real history would), ending just before ``latest``."""
+    from gpu_widgets.backends import SimulatedBackend
+    from gpu_widgets.sampling.sampler import Sampler
+
+    start = latest["timestamp"] - (seconds + 1) * interval_s
+
+    class Clock:
+        t = 0.0
+
+        def monotonic(self) -> float:
+            return self.t
+
+        def wall(self) -> float:
+            return start + self.t
+
+        def wait(self, event: Any, timeout: float) -> bool:
+            return event.is_set()
+
+    clock = Clock()
+    backend = SimulatedBackend(n_gpus=len(latest["devices"]), seed=int(os.environ.get("GPU_WIDGETS_SIMULATED_SEED", "0")),
+                               t0=start, clock=clock.wall)
+    replay = Sampler(backend, interval_s=interval_s, window_s=window_s, clock=clock)
+    backend.open()
+    for k in range(seconds):
+        clock.t += interval_s
+        if k % 5 == 0:
+            replay._read_slow()
+        replay.tick()
+    return replay.history
+
+
 class PrefillHandler(_Base):
+    """``?seconds=N`` copies of the latest sample; ``&replay=1`` the simulated GPUs' own values."""
+
     @web.authenticated
     async def get(self) -> None:
         seconds = int(self.get_argument("seconds", "3600"))
+        replayed = self.get_argument("replay", "0") == "1"
         sampler = _sampler(self.settings)
 
         def fill() -> int:
@@ -138,10 +174,13 @@ class PrefillHandler(_Base):
                 time.sleep(0.05)
             latest = sampler.latest
             old = sampler.history
-            new = History(window_s=old.window_s, interval_s=sampler.interval_s)
             t_end = latest["timestamp"]
-            for k in range(seconds, 0, -1):
-                new.append(_synthetic(latest, t_end - k * sampler.interval_s))
+            if replayed:
+                new = _replayed(latest, seconds, sampler.interval_s, old.window_s)
+            else:
+                new = History(window_s=old.window_s, interval_s=sampler.interval_s)
+                for k in range(seconds, 0, -1):
+                    new.append(_synthetic(latest, t_end - k * sampler.interval_s))
             new.append(latest)
             sampler.history = new  # a tick that lands between these lines is lost: harmless here
             del old

@@ -103,12 +103,19 @@ class Connection:
         self.writer: asyncio.StreamWriter | None = None
 
     async def get(self, path: str) -> tuple[int, bytes]:
+        status, _, body = await self.request(path)
+        return status, body
+
+    async def request(self, path: str, send: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        """GET ``path`` with the token and the headers ``send``: the status, the answer's headers (lower-case
+        names) and its body as sent (still gzipped where the server gzipped it)."""
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         assert self.reader is not None
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (send or {}).items())
         self.writer.write(
             f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nAuthorization: token {self.token}\r\n"
-            "Accept: application/json\r\nConnection: keep-alive\r\n\r\n".encode()
+            f"Accept: application/json\r\n{extra}Connection: keep-alive\r\n\r\n".encode()
         )
         head = await self.reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
@@ -126,7 +133,7 @@ class Connection:
             body = await self.reader.readexactly(int(headers.get("content-length", "0")))
         if headers.get("connection", "").lower() == "close":
             await self.close()
-        return status, body
+        return status, headers, body
 
     async def close(self) -> None:
         if self.writer is not None:

@@ -124,6 +124,12 @@ async def test_latest_processes_and_metrics_are_gzipped_and_the_small_answers_no
     assert len(doc["devices"]) == eight_gpus and doc["status"] == "ok" and doc["sample_age_s"] >= 0
     plain = json.loads((await _get(jp_fetch, "samples", "latest", encoding=None)).body)
     assert set(plain) == set(doc)
+    # The few-kilobyte answers made on the loop: the spec cards, the metric catalogue.
+    for route in (("devices",), ("metrics",)):
+        packed = await _get(jp_fetch, *route, encoding="gzip")
+        plain_body = (await _get(jp_fetch, *route, encoding=None)).body
+        assert packed.headers["Content-Encoding"] == "gzip" and len(packed.body) < len(plain_body)
+        assert json.loads(gzip.decompress(packed.body)) == json.loads(plain_body)
     status = await _get(jp_fetch, "status", encoding="gzip")
     assert status.headers.get("Content-Encoding") is None and json.loads(status.body)["backend"] == "simulated"
     scrape = await jp_fetch("gpu-widgets", "metrics", headers={"Accept-Encoding": "gzip"}, decompress_response=False)

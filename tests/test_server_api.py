@@ -188,7 +188,7 @@ async def test_metric_catalogue_is_403_without_a_token(jp_fetch):
         ({"max_points": "1"}, "max_points: expected a whole number from 2 to 5000, got 1"),
         ({"max_points": "100000"}, "max_points: expected a whole number from 2 to 5000, got 100000"),
         ({"max_points": "2.5"}, "max_points: expected a whole number"),
-        ({"sinse": "1"}, "sinse: unknown parameter (valid: since, max_points)"),
+        ({"sinse": "1"}, "sinse: unknown parameter (valid: since, until, max_points)"),
     ],
 )
 async def test_bad_parameters_are_400_with_a_message_naming_them(jp_fetch, params, words):

@@ -69,4 +69,4 @@ class ClusterHandler(BaseApiHandler):
                                     reason="not_found")
             body = answer.body
         self.set_header("Content-Type", "application/json")
-        self.finish(body)
+        self.finish_small(body.encode())

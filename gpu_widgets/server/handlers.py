@@ -91,7 +91,17 @@ class BaseApiHandler(APIHandler):
 
     def send(self, payload: Any) -> None:
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(payload, allow_nan=False))
+        self.finish_small(json.dumps(payload, allow_nan=False).encode())
+
+    def finish_small(self, data: bytes) -> None:
+        """``finish(data)``, gzipped here on the loop for a client that accepts it when it is worth
+        it: for answers of a few kilobytes (devices, the catalogue), ~50 us."""
+        body = SharedBody(data)
+        self.set_header("Vary", "Accept-Encoding")
+        if body.worth_compressing() and gzipped.accepts_gzip(self.request.headers):
+            self.set_header("Content-Encoding", "gzip")
+            data = b"".join(body.gzip())
+        self.finish(data, set_content_type=self._headers.get("Content-Type", "application/json"))
 
     async def finish_shared(self, body: SharedBody, tail: bytes = b"") -> None:
         """``body`` then ``tail``: gzipped for a client that accepts it, when it is worth it (the
@@ -272,7 +282,7 @@ class OpenApiHandler(BaseApiHandler):
     def get(self) -> None:
         self.check_params()
         self.set_header("Content-Type", "application/json")
-        self.finish(openapi_document())
+        self.finish_small(openapi_document().encode())
 
 
 class MetricsHandler(BaseApiHandler):
@@ -284,7 +294,7 @@ class MetricsHandler(BaseApiHandler):
         self.check_params()
         self.set_header("Cache-Control", f"private, max-age={METRICS_MAX_AGE_S}")
         self.set_header("Content-Type", "application/json")
-        self.finish(catalogue_document())
+        self.finish_small(catalogue_document().encode())
 
 
 class NotFoundHandler(BaseApiHandler):
