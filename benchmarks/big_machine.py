@@ -12,6 +12,10 @@ every 50 ms) while one Prometheus scraper (every second) and five sidebars (each
 ``samples/latest`` and ``samples?since=``, ``processes`` every 5 s) run.
 
     python -m benchmarks.big_machine [--seconds 30] [--gpus 64] [--processes 1000] [--no-gc-freeze]
+    python -m benchmarks.big_machine --code /tmp/gw-before     # the server runs that checkout's gpu_widgets
+
+Clients send the ``Accept-Encoding`` their real counterparts send (the sidebars Chromium's,
+the scraper Prometheus's ``gzip``); ``--no-gzip`` leaves it out. Sizes are the bodies as sent.
 
 ``--no-gc-freeze`` sets ``GpuWidgets.freeze_gc_on_big_machines = False``: Python's full garbage
 collections then walk the whole heap (~280 000 objects) every few seconds, as before issue 22.
@@ -24,7 +28,9 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from .common import REPO, percentile
@@ -57,13 +63,18 @@ def crowd(per_gpu: int) -> None:
     simulated.SimulatedBackend._processes = crowded  # type: ignore[method-assign]
 
 
-async def _timed(conn: Connection, path: str) -> tuple[float, int, bytes]:
+SIDEBAR_HEADERS = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # Chromium's
+SCRAPER_HEADERS = {"Accept-Encoding": "gzip"}  # Prometheus's
+
+
+async def _timed(conn: Connection, path: str, send: dict[str, str]) -> tuple[float, int, bytes]:
     t0 = time.perf_counter()
-    status, body = await conn.get(path)
+    status, _, body = await conn.request(path, send)
     return (time.perf_counter() - t0) * 1e3, status, body
 
 
-async def _measure(server: JupyterServer, seconds: float, pollers: int, scrape_every_s: float) -> dict[str, Any]:
+async def _measure(server: JupyterServer, seconds: float, pollers: int, scrape_every_s: float,
+                   gzip: bool = True) -> dict[str, Any]:
     port, token = server.port, server.token
     stop = asyncio.Event()
     rec: dict[str, list[float]] = {"status": [], "scrape": [], "latest": [], "since": [], "processes": []}
@@ -76,7 +87,8 @@ async def _measure(server: JupyterServer, seconds: float, pollers: int, scrape_e
             while not stop.is_set():
                 t0 = time.perf_counter()
                 for key, path in paths():
-                    ms, status, body = await _timed(conn, path)
+                    send = {} if not gzip else SCRAPER_HEADERS if key == "scrape" else SIDEBAR_HEADERS
+                    ms, status, body = await _timed(conn, path, send)
                     if status != 200:
                         errors.append(f"{path}: {status}")
                     rec[key].append(ms)
@@ -115,9 +127,15 @@ async def _measure(server: JupyterServer, seconds: float, pollers: int, scrape_e
 
 
 def measure(seconds: float = 30.0, gpus: int = 64, processes: int = 1000, pollers: int = 5,
-            scrape_every_s: float = 1.0, gc_freeze: bool = True) -> dict[str, Any]:
+            scrape_every_s: float = 1.0, gc_freeze: bool = True, gzip: bool = True,
+            code: str | None = None) -> dict[str, Any]:
+    paths = [str(REPO), os.environ.get("PYTHONPATH")]
+    if code:  # the server imports gpu_widgets from another checkout (a before/after), crowd() from here
+        shim = Path(tempfile.mkdtemp(prefix="gw-code-"))
+        (shim / "gpu_widgets").symlink_to(Path(code).resolve() / "gpu_widgets")
+        paths.insert(0, str(shim))
     env = {**os.environ, "GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": str(gpus),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+           "PYTHONPATH": os.pathsep.join(filter(None, paths))}
     server = JupyterServer(sys.executable, env, {"gpu_widgets": True}, [
         f"import benchmarks.big_machine; benchmarks.big_machine.crowd({processes})",
         "c.GpuWidgets.interval_s = 1.0", "c.GpuWidgets.slow_interval_s = 2.0",
@@ -135,9 +153,9 @@ def measure(seconds: float = 30.0, gpus: int = 64, processes: int = 1000, poller
                 raise RuntimeError(f"the server did not sample {gpus} GPUs with processes: {server.log_tail()}")
             time.sleep(0.5)
         total = sum(len(d["processes"]) + (d.get("processes_omitted") or 0) for d in devs)
-        result = asyncio.run(_measure(server, seconds, pollers, scrape_every_s))
+        result = asyncio.run(_measure(server, seconds, pollers, scrape_every_s, gzip))
     result.update(gpus=gpus, processes_per_gpu=processes, processes_in_all=total, seconds=seconds, pollers=pollers,
-                  scrape_every_s=scrape_every_s, gc_freeze=gc_freeze)
+                  scrape_every_s=scrape_every_s, gc_freeze=gc_freeze, gzip=gzip, code=code or str(REPO))
     return result
 
 
@@ -154,16 +172,23 @@ def main() -> None:
     parser.add_argument("--scrape-every-s", type=float, default=1.0, help="seconds between scrapes (default 1)")
     parser.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True,
                         help="GpuWidgets.freeze_gc_on_big_machines (default on)")
+    parser.add_argument("--gzip", action=argparse.BooleanOptionalAction, default=True,
+                        help="send Accept-Encoding as a browser and Prometheus do (default on)")
+    parser.add_argument("--code", help="a checkout whose gpu_widgets the server runs (default: this one)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
-    r = measure(args.seconds, args.gpus, args.processes, args.pollers, args.scrape_every_s, args.gc_freeze)
+    if args.code and not (Path(args.code) / "gpu_widgets").is_dir():
+        parser.error(f"--code {args.code!r} has no gpu_widgets/ folder (a checkout of this repository)")
+    r = measure(args.seconds, args.gpus, args.processes, args.pollers, args.scrape_every_s, args.gc_freeze,
+                args.gzip, args.code)
     if args.json:
         print(json.dumps(r, indent=2))
         return
     ms = r["ms"]
     print(f"{r['gpus']} GPUs x {r['processes_per_gpu']} processes ({r['processes_in_all']} in all), "
           f"{r['pollers']} sidebars, a scrape every {r['scrape_every_s']:g} s, {r['seconds']:g} s measured, "
-          f"heap freeze {'on' if r['gc_freeze'] else 'off'}, "
+          f"heap freeze {'on' if r['gc_freeze'] else 'off'}, gzip asked {'yes' if r['gzip'] else 'no'}, "
+          f"server code {r['code']}, "
           f"{r['error_count']} errors {r['errors']}")
     for name, key in (("samples/latest", "samples/latest"), ("processes (first page)", "processes"),
                       ("/metrics", "metrics")):

@@ -166,3 +166,20 @@ def test_cell_cost_benchmark_smoke_run(tmp_path: Path) -> None:
     assert figures["history_samples"] == 3600 and figures["ledger_entries"] == 360
     assert figures["cell 1 h"]["median_ms"] > 0 and figures["cell 1 h"]["bytes"] > 500
     assert "x the 5.0 ms target" in proc.stdout
+
+
+@pytest.mark.integration
+def test_tab_storm_benchmark_smoke_run(tmp_path: Path) -> None:
+    # The tab-opening benchmark (docs/benchmarks.md §10) runs against a real server and reports a
+    # gzipped first frame of the window at the chart's width, the storm and the steady bytes
+    out = tmp_path / "tab_storm.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.tab_storm", "--smoke", "--json", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    run = json.loads(out.read_text())["runs"][-1]
+    frame = run["first_frame"]
+    assert frame["gzip"] and frame["points"] == 300 and frame["status"] == 200
+    assert 0 < frame["bytes"]["samples"] < 120_000  # plain JSON of this window is ~470 KB
+    assert run["storms"][0]["tabs"] == 10 and run["storms"][0]["status_ms"]["n"] > 0
+    assert run["steady"]["polls"] >= 2 and run["steady"]["bytes_per_s"] > 0
+    assert "| after | 300 |" in proc.stdout and "first frame <= 60 KB per tab" in proc.stdout
