@@ -12,7 +12,11 @@ import pytest
 
 pytestmark = pytest.mark.integration  # runs IPython as a process
 
+# The process's sampler reads process lists every 0.5 s (2 s by default): a 2.5 s cell then holds
+# several reads even on a loaded machine, where one late read at 2 s missed the first cell.
 SCRIPT = """
+from gpu_widgets.sampling.sampler import get_sampler
+get_sampler(start=False, interval_s=0.5, slow_interval_s=0.5)
 %load_ext gpu_widgets
 %gpu_cells
 import time
@@ -38,10 +42,10 @@ def test_gpu_cells_in_plain_ipython_lists_the_cells_that_held_gpu_memory(tmp_pat
     # The first call says where its figures come from, and from when
     assert "no Jupyter server for this kernel: its own sampler books its GPU memory from now on" in out
     # Then the bill: the cells that held memory, each with its GPUs and peak
-    first = next(line for line in out.splitlines() if "hold(0, 3 << 30); time.sleep(2.5)" in line)
-    assert "3.0 GiB" in first and "2.5 s" in first, out
-    both = next(line for line in out.splitlines() if "hold(1, 1 << 30); release(0)" in line)
-    assert "0, 1" in both and "4.0 GiB" in both, both
+    first = next((line for line in out.splitlines() if "hold(0, 3 << 30); time.sleep(2.5)" in line), None)
+    assert first is not None and "3.0 GiB" in first and "2.5 s" in first, out
+    both = next((line for line in out.splitlines() if "hold(1, 1 << 30); release(0)" in line), None)
+    assert both is not None and "0, 1" in both and "4.0 GiB" in both, out
     # x = sum(...) only kept memory on GPU 0: it has a row only if the simulated GPU 0 was busy
     # then (its load follows the clock), and adds no GPU-seconds (2.5 s + 2 GPUs × 2.5 s + 2.5 s)
     cells = 4 if any("x = sum(range(10))" in line for line in out.splitlines()) else 3
