@@ -48,8 +48,10 @@ def _json(headers: dict[str, str], body: bytes) -> Any:
     return json.loads(body)
 
 
-async def _first_frame(conn: Connection, max_points: int) -> dict[str, Any]:
-    """The requests of a tab that opens, as the sidebar makes them; bytes per route."""
+async def _first_frame(conn: Connection, max_points: int, parse: bool = True) -> dict[str, Any]:
+    """The requests of a tab that opens, as the sidebar makes them; bytes per route. Without
+    ``parse`` the history is not decoded (a hundred tabs' worth would be the client's CPU, on the
+    cores the server needs, not the server's time)."""
     sizes: dict[str, int] = {}
     status_code, headers, body = await conn.request(f"{API}/status", BROWSER)
     status = _json(headers, body)
@@ -62,10 +64,13 @@ async def _first_frame(conn: Connection, max_points: int) -> dict[str, Any]:
     _, h1, b1 = await conn.request(f"{API}/samples?since={since!r}&max_points={max_points}", BROWSER)
     _, _, b2 = await conn.request(f"{API}/devices", BROWSER)
     _, _, b3 = await conn.request(f"{API}/processes", BROWSER)
-    samples = _json(h1, b1)
     sizes.update(samples=len(b1), devices=len(b2), processes=len(b3))
-    return {"bytes": sizes, "total": sum(sizes.values()), "points": len(samples["timestamps"]),
-            "gzip": h1.get("content-encoding") == "gzip", "last": samples["timestamps"][-1], "status": status_code}
+    frame = {"bytes": sizes, "total": sum(sizes.values()), "gzip": h1.get("content-encoding") == "gzip",
+             "status": status_code}
+    if parse:
+        samples = _json(h1, b1)
+        frame.update(points=len(samples["timestamps"]), last=samples["timestamps"][-1])
+    return frame
 
 
 async def _bystander(port: int, token: str, stop: asyncio.Event, out: list[float]) -> None:
@@ -89,7 +94,7 @@ async def _storm(server: JupyterServer, tabs: int, max_points: int) -> dict[str,
     conns = [Connection(server.port, server.token) for _ in range(tabs)]
 
     async def tab(conn: Connection) -> tuple[float, int]:
-        frame = await _first_frame(conn, max_points)
+        frame = await _first_frame(conn, max_points, parse=False)
         return time.perf_counter(), frame["total"]
 
     t0 = time.perf_counter()

@@ -43,16 +43,21 @@ def openapi_document() -> str:
     return resources.files(__package__).joinpath("openapi.json").read_text(encoding="utf-8")
 
 
-# The catalogue's JSON, made once per catalogue: keyed on the METRICS tuple so that a test (or a
-# plug-in) that extends the catalogue is served what it added.
-_catalogue_body: tuple[object, str] = ((), "")
+@lru_cache(maxsize=1)
+def openapi_body() -> SharedBody:
+    return SharedBody(openapi_document().encode())  # its gzip made once, on first use
 
 
-def catalogue_document() -> str:
+# The catalogue's JSON (and its gzip), made once per catalogue: keyed on the METRICS tuple so that
+# a test (or a plug-in) that extends the catalogue is served what it added.
+_catalogue_body: tuple[object, SharedBody] = ((), SharedBody(b""))
+
+
+def catalogue_body() -> SharedBody:
     global _catalogue_body
     metrics, body = _catalogue_body
     if metrics is not catalogue.METRICS:
-        body = json.dumps(catalogue.catalogue_json(), allow_nan=False)
+        body = SharedBody(json.dumps(catalogue.catalogue_json(), allow_nan=False).encode())
         _catalogue_body = (catalogue.METRICS, body)
     return body
 
@@ -93,10 +98,11 @@ class BaseApiHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish_small(json.dumps(payload, allow_nan=False).encode())
 
-    def finish_small(self, data: bytes) -> None:
+    def finish_small(self, data: bytes | SharedBody) -> None:
         """``finish(data)``, gzipped here on the loop for a client that accepts it when it is worth
-        it: for answers of a few kilobytes (devices, the catalogue), ~50 us."""
-        body = SharedBody(data)
+        it: for answers of a few kilobytes (devices, the catalogue), ~50 us, once for a SharedBody."""
+        body = data if isinstance(data, SharedBody) else SharedBody(data)
+        data = body.raw
         self.set_header("Vary", "Accept-Encoding")
         if body.worth_compressing() and gzipped.accepts_gzip(self.request.headers):
             self.set_header("Content-Encoding", "gzip")
@@ -219,7 +225,10 @@ class SamplesHandler(BaseApiHandler):
             )
             if until is not None and since is not None and until <= since:
                 raise params.BadParameter("until", f"expected unix seconds after since ({since!r}), got {until!r}")
-        if until is not None:
+        made = None if until is not None else self.service.samples.ready(since, max_points)
+        if made is not None:
+            body = made  # tabs opening together: the answer the first of them had made
+        elif until is not None:
             # Older history for a client that holds the newer (a longer window): rare, made alone.
             body = await asyncio.wrap_future(self.service.samples.body_in_worker(since, max_points, until))
         elif since is not None and self.service.samples.cost(since) <= INLINE_HISTORY_VALUES:
@@ -282,7 +291,7 @@ class OpenApiHandler(BaseApiHandler):
     def get(self) -> None:
         self.check_params()
         self.set_header("Content-Type", "application/json")
-        self.finish_small(openapi_document().encode())
+        self.finish_small(openapi_body())
 
 
 class MetricsHandler(BaseApiHandler):
@@ -294,7 +303,7 @@ class MetricsHandler(BaseApiHandler):
         self.check_params()
         self.set_header("Cache-Control", f"private, max-age={METRICS_MAX_AGE_S}")
         self.set_header("Content-Type", "application/json")
-        self.finish_small(catalogue_document().encode())
+        self.finish_small(catalogue_body())
 
 
 class NotFoundHandler(BaseApiHandler):

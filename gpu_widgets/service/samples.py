@@ -107,6 +107,27 @@ class SamplesAnswers:
             self._window_json = (key, time.monotonic(), body)
             return body
 
+    def ready(self, since: float | None, max_points: int) -> SharedBody | None:
+        """The answer ``body`` would give, if it is made already (and gzipped where worth it):
+        a hundred tabs opening at once then take it on the loop, without a hop to the worker
+        each (~2 ms of GIL hand-overs apiece). None otherwise. Never waits for a lock the worker
+        holds while it makes an answer."""
+        history = self._store()
+        if history is None:
+            return None
+        max_points = self.points_per_device(max_points)
+        if history.whole_window(since):
+            cached = self._window_json  # one read of a tuple the worker replaces whole
+            hit = None
+            if cached is not None and cached[0][0] == max_points and (
+                    cached[0] == (max_points, history.appended) or time.monotonic() - cached[1] < WINDOW_REUSE_S):
+                hit = cached[2]
+        else:
+            hit = self._increments.get(self._increment_key(history, since, max_points))
+        if hit is None or hit.worth_compressing() and not hit.deflated:
+            return None
+        return hit
+
     def body_in_worker(self, since: float | None, max_points: int,
                        until: float | None = None) -> Future[SharedBody]:
         """``body`` on the history worker, gzip included; a request identical to one already
@@ -153,9 +174,8 @@ class SamplesAnswers:
         """A part of the window: shared by the requests that cover the same samples. Every tab
         polls the same new samples each second, with its own ``since``; on 64 GPUs each answer
         was ~7 ms of the event loop's time (it is made there, see handlers.py)."""
-        status = self._status()
-        covered = (history.appended, history.count_since(since))
-        key = (*covered, max_points, status["backend"], status["status"], status["interval_s"])
+        key = self._increment_key(history, since, max_points)
+        covered = key[:2]
         with self._increments_lock:
             hit = self._increments.get(key)
         if hit is not None:
@@ -167,6 +187,11 @@ class SamplesAnswers:
                     self._increments.clear()  # only the latest sample's answers are asked again
                 self._increments[key] = body
         return body
+
+    def _increment_key(self, history: History, since: float | None, max_points: int) -> tuple[Any, ...]:
+        status = self._status()
+        return (history.appended, history.count_since(since), max_points, status["backend"], status["status"],
+                status["interval_s"])
 
     def _make(self, since: float | None, max_points: int, until: float | None = None) -> str:
         times, devices = self.history(since, max_points, until)
