@@ -114,3 +114,58 @@ async def test_an_answer_per_sample_is_made_once_for_those_asking_together_and_a
     with pytest.raises(RuntimeError):
         await shared.get(two, "x", make, "bad")  # a failure is not kept: tried again
     assert calls == ["a", "b", "bad", "bad"] and shared.made == 4
+
+
+def _hand_ticked(n_gpus: int):
+    from gpu_widgets.backends import SimulatedBackend
+    from gpu_widgets.service.service import GpuService
+
+    service = GpuService(backend=SimulatedBackend(n_gpus=n_gpus, seed=1), interval_s=0.1, window_s=60.0)
+    service.start_in_background()
+    assert service.wait_ready(30)
+    service.sampler.stop()  # ticked by hand from here on
+    service.sampler.tick()
+    return service
+
+
+def _made_soon(service, snap, me, within_s: float = 10.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if service.latest_json_made(snap, me):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_while_someone_polls_a_big_machines_latest_answer_is_made_and_gzipped_as_the_sample_arrives():
+    from gpu_widgets.service import service as service_module
+
+    service = _hand_ticked(service_module.WARM_LATEST_GPUS + 1)
+    try:
+        service.sampler.tick()
+        assert not _made_soon(service, service.latest(), None, within_s=0.3)  # nobody asked: no work
+        service.latest_asked(None)  # a sidebar polls
+        service.sampler.tick()
+        snap = service.latest()
+        assert _made_soon(service, snap, None)
+        body, tail = service.latest_answer(snap, None)
+        assert body.deflated  # the poll that comes finds the gzip made too
+        doc = json.loads(body.raw + tail)
+        assert len(doc["devices"]) == service_module.WARM_LATEST_GPUS + 1 and doc["status"] == "ok"
+        assert body is service.latest_json(snap, None)  # made once, shared
+    finally:
+        service.stop()
+
+
+def test_a_small_machines_latest_answer_is_made_only_when_asked():
+    from gpu_widgets.service import service as service_module
+
+    service = _hand_ticked(service_module.WARM_LATEST_GPUS)
+    try:
+        service.latest_asked(None)
+        service.sampler.tick()
+        assert not _made_soon(service, service.latest(), None, within_s=0.3)  # on the loop, when asked: cheap
+    finally:
+        service.stop()

@@ -2,6 +2,7 @@
 for many requests, and through real HTTP with auth on the same JSON as without, far smaller."""
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import os
@@ -138,3 +139,28 @@ async def test_latest_processes_and_metrics_are_gzipped_and_the_small_answers_no
     text = gzip.decompress(scrape.body).decode()
     assert "DCGM_FI_DEV_GPU_UTIL" in text and "gpu_widgets_up" in text
     assert "gpu_widgets_last_sample_age_seconds" in text  # the fresh tail, after the shared part
+
+
+@pytest.mark.parametrize("gw_config", [{"backend": "simulated", "interval_s": 0.2}])
+async def test_after_a_scrape_the_next_samples_exposition_is_made_before_the_next_scrape(jp_fetch, jp_serverapp, gw_config):
+    from gpu_widgets.server.metrics_handler import SCRAPES_KEY
+
+    await wait_for(jp_fetch, lambda s: s["device_count"] == 2)
+    first = await jp_fetch("gpu-widgets", "metrics", headers={"Accept-Encoding": "gzip"}, decompress_response=False)
+    assert first.code == 200
+    scrapes = jp_serverapp.web_app.settings[SCRAPES_KEY]
+    service = service_of(jp_serverapp)
+    seen = service.latest()
+    deadline = time.monotonic() + 10
+    while service.latest() is seen and time.monotonic() < deadline:  # the next sample
+        await asyncio.sleep(0.02)
+    snap = service.latest()
+    while scrapes.exposition.cached(snap) is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    made = scrapes.exposition.cached(snap)
+    assert made is not None, "the sample after a scrape was not rendered ahead of the next one"
+    while not (scrapes._shared and scrapes._shared[0] is made and scrapes._shared[1].deflated) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert scrapes._shared[1].deflated  # and gzipped, as the last scraper asked
+    scrapes.stop()
+    assert scrapes._unsubscribe is None

@@ -24,7 +24,7 @@ from .handlers import route_table
 from .kernel_events import KEY as KERNEL_EVENTS_KEY, DeathWatcher, KernelEvents, KernelEventsHandler
 from .kernel_culling import KernelCuller, check_window
 from .kill_handler import KillHandler
-from .metrics_handler import ALLOW_KEY, HOSTNAME_KEY, metrics_route
+from .metrics_handler import ALLOW_KEY, HOSTNAME_KEY, SCRAPES_KEY, metrics_route
 from .orphan_watch import BOOK_KEY, OrphanWatch
 
 API_PREFIX = "/gpu-widgets/api/v1"
@@ -235,6 +235,9 @@ class GpuWidgets(AlertSettings, ClusterSettings, ExtensionApp):
         watcher = getattr(self, "death_watcher", None)
         if watcher is not None:
             watcher.stop()
+        scrapes = self.serverapp.web_app.settings.get(SCRAPES_KEY) if self.serverapp else None
+        if scrapes is not None:
+            scrapes.stop()  # no more renders ahead of scrapes
         service = getattr(self, "service", None)
         if service is not None:
             service.stop()

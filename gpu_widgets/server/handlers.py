@@ -198,6 +198,7 @@ class LatestHandler(BaseApiHandler):
             self.send(self.service.pending_answer())  # no devices yet, so no processes to redact
             return
         me = self._me()
+        self.service.latest_asked(me)
         if not self.service.latest_json_made(snap, me) and len(snap["devices"]) > INLINE_LATEST_GPUS:
             # The first request after a sample on a big machine makes its JSON off the loop, and
             # those arriving meanwhile wait for it; the others (and small machines, where a thread

@@ -9,6 +9,8 @@ gzip (Prometheus asks for it) is made there too, once (service/gzipped.py).
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from tornado import web
@@ -28,7 +30,21 @@ except ImportError:  # older servers only check where the handler asks (web.auth
 METRICS_PATH = "/gpu-widgets/metrics"
 ALLOW_KEY = "gpu_widgets_metrics_allow_unauthenticated"
 HOSTNAME_KEY = "gpu_widgets_hostname"
-_SCRAPES_KEY = "gpu_widgets_scrapes"
+SCRAPES_KEY = "gpu_widgets_scrapes"
+# While scrapes come (one in the last WARM_LEASE_S), each new sample's per-GPU part is rendered,
+# and gzipped, as the sample arrives: the next scrape finds it made (a big machine's render is
+# ~100 ms of prometheus-client work a scraper would otherwise wait for).
+WARM_LEASE_S = 30.0
+
+
+@dataclass(frozen=True)
+class _Managers:
+    """What a render needs from a request's handler, kept without the request."""
+
+    session_manager: Any
+    kernel_manager: Any
+    log: Any
+    settings: Any
 
 
 class ServerScrapes:
@@ -41,6 +57,32 @@ class ServerScrapes:
         self.exposition = Exposition(hostname)
         self._rendering: tuple[object, asyncio.Future[bytes]] | None = None
         self._shared: tuple[bytes, SharedBody] | None = None  # the devices' part as rendered, and its gzip
+        self._scraped: tuple[float, bool, _Managers] | None = None  # the last scrape: when, gzip asked
+        self._unsubscribe: Any = None
+
+    def watch(self, handler: web.RequestHandler, gzip: bool) -> None:
+        """After a scrape: render the next samples as they arrive while scrapes keep coming."""
+        self._scraped = (time.monotonic(), gzip, _Managers(handler.session_manager, handler.kernel_manager,
+                                                            handler.log, handler.settings))
+        sampler = self.service.sampler
+        if self._unsubscribe is None and sampler is not None:
+            loop = asyncio.get_running_loop()
+            # On the sampler thread: hand the sample to the loop, which starts the render.
+            self._unsubscribe = sampler.subscribe(lambda snap: loop.call_soon_threadsafe(self._warm, snap))
+
+    def _warm(self, snap: Any) -> None:
+        scraped = self._scraped
+        if scraped is None or time.monotonic() - scraped[0] > WARM_LEASE_S or snap is not self.service.latest():
+            return
+        _, gzip, managers = scraped
+        task = asyncio.ensure_future(self._shared_part(snap, managers, gzip))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or managers.log.warning(
+            "gpu-widgets: rendering the exposition ahead of the next scrape failed: %r", t.exception()))
+
+    def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
 
     async def body(self, handler: web.RequestHandler, gzip: bool = False) -> tuple[SharedBody, bytes]:
         """The devices' part (shared by the scrapes of one sample) and the rest, fresh; with
@@ -58,7 +100,7 @@ class ServerScrapes:
         parts.append(self.exposition.render_health(health_of(self.service, self.exposition.hostname)))
         return shared, b"".join(parts)
 
-    async def _shared_part(self, snap: Any, handler: web.RequestHandler, gzip: bool) -> SharedBody:
+    async def _shared_part(self, snap: Any, handler: Any, gzip: bool) -> SharedBody:
         devices = await self._devices(snap, handler)
         made = self._shared
         if made is None or made[0] is not devices:
@@ -68,7 +110,7 @@ class ServerScrapes:
             await asyncio.get_running_loop().run_in_executor(None, body.deflate)
         return body
 
-    async def _devices(self, snap: Any, handler: web.RequestHandler) -> bytes:
+    async def _devices(self, snap: Any, handler: Any) -> bytes:
         cached = self.exposition.cached(snap)
         if cached is not None:
             return cached
@@ -117,12 +159,13 @@ class PrometheusMetricsHandler(BaseApiHandler):
         self.check_params()
         from ..export.exposition import CONTENT_TYPE_LATEST
 
-        scrapes = self.settings.get(_SCRAPES_KEY)
+        scrapes = self.settings.get(SCRAPES_KEY)
         if scrapes is None:
             hostname = self.settings.get(HOSTNAME_KEY) or ""
-            scrapes = self.settings[_SCRAPES_KEY] = ServerScrapes(self.service, hostname)
+            scrapes = self.settings[SCRAPES_KEY] = ServerScrapes(self.service, hostname)
         accepted = gzipped.accepts_gzip(self.request.headers)
         shared, rest = await scrapes.body(self, gzip=accepted)
+        scrapes.watch(self, accepted)
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         await self.finish_shared(shared, rest)
 

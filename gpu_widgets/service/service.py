@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .._version import __version__
@@ -32,6 +33,10 @@ STARTING = "starting"
 FIRST_SAMPLE = "waiting for the first GPU sample"
 # Added to the latest sample when it is served: they say whether it is still current.
 FRESHNESS_KEYS = ("status", "reason", "sample_age_s")
+# samples/latest of a machine with more GPUs than this is made as each sample arrives while a
+# client asked for it in the last WARM_LEASE_S (a poll then finds it ready: ~45 ms less at 64 GPUs).
+WARM_LATEST_GPUS = 8
+WARM_LEASE_S = 10.0
 
 
 class GpuService:
@@ -65,6 +70,11 @@ class GpuService:
         self._opening_since: float | None = None
         self._stopped = False
         self._latest_json: tuple[Snapshot, int | None, SharedBody] | None = None
+        self._latest_lock = threading.Lock()  # one thread makes a sample's JSON; the others wait for it
+        # Who asked for samples/latest last, and when: while someone polls, a big machine's answer
+        # is made as each sample arrives (warm_latest), before the first poll after it asks.
+        self._latest_asked: tuple[float, int | None] = (float("-inf"), None)
+        self._warm_pool = ThreadPoolExecutor(1, thread_name_prefix="gpu-widgets-latest")
         self.samples = SamplesAnswers(self._history, self.latest, self.status, max_response_points)
         # samples/latest and processes pages of a big machine, shared by the requests of one sample.
         self.latest_shared, self.pages_shared = PerSample(), PerSample()
@@ -103,6 +113,7 @@ class GpuService:
         if self.sampler is not None:
             self.sampler.stop()
         self.samples.stop()
+        self._warm_pool.shutdown(wait=False, cancel_futures=True)
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         return self._ready.wait(timeout)
@@ -126,6 +137,10 @@ class GpuService:
             self._refresh_devices()
         if self.freeze_gc_on_big_machines:
             gc_heap.freeze_once_big(snapshot, self.log)
+        asked_at, me = self._latest_asked
+        if len(snapshot["devices"]) > WARM_LATEST_GPUS and time.monotonic() - asked_at < WARM_LEASE_S:
+            # Off the sampler thread: it must not wait the ~40 ms 64 GPUs' JSON and gzip take.
+            self._warm_pool.submit(self.latest_json, snapshot, me, True)
 
     # -- what its readers use ------------------------------------------------------------------
     @property
@@ -197,6 +212,11 @@ class GpuService:
         tail = json.dumps({key: status[key] for key in FRESHNESS_KEYS})
         return self.latest_json(snapshot, me), b"," + tail[1:].encode()
 
+    def latest_asked(self, me: int | None) -> None:
+        """A client asked for samples/latest as uid ``me``: the next samples' answers are made
+        as they arrive, for ``WARM_LEASE_S``."""
+        self._latest_asked = (time.monotonic(), me)
+
     def latest_json_made(self, snapshot: Snapshot, me: int | None) -> bool:
         """Whether ``latest_json`` has this one ready (else it is made in a worker: 64 GPUs'
         JSON is a megabyte, ~20 ms the event loop would be held)."""
@@ -209,6 +229,15 @@ class GpuService:
         second share it (and its gzip, made here too when ``deflate``: in the worker)."""
         cached = self._latest_json
         if cached is not None and cached[0] is snapshot and cached[1] == me:
+            return cached[2]
+        with self._latest_lock:
+            return self._make_latest_json(snapshot, me, deflate)
+
+    def _make_latest_json(self, snapshot: Snapshot, me: int | None, deflate: bool) -> SharedBody:
+        cached = self._latest_json  # made meanwhile by the thread that held the lock?
+        if cached is not None and cached[0] is snapshot and cached[1] == me:
+            if deflate and cached[2].worth_compressing():
+                cached[2].deflate()
             return cached[2]
         data = public(snapshot)
         if me is not None:
