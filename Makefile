@@ -3,6 +3,7 @@
 #   make setup     venv + editable install + labextension (fast when already done)
 #   make lab       JupyterLab on .lab/examples, an untracked copy of examples/ (simulated GPUs without a driver)
 #   make test      jest + pytest (installs Debian chromium and prometheus for the browser and cluster tests if root)
+#   make test-quick  the unit-level tests only (jest + pytest --quick, ~1 min): the loop to run while editing
 #   make build     wheel + sdist into dist/
 #   make bench     benchmark suite against nvitop, gpustat, nvdashboard, ... (docs/benchmarks.md)
 #   make screenshots  retake docs/screenshots/: sidebar and examples, light and dark, 2 and 8 GPUs
@@ -45,7 +46,7 @@ OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 # JupyterLab refuses to run as root without --allow-root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab lab-examples test build screenshots clean distclean
+.PHONY: help setup lab lab-examples test test-quick build screenshots clean distclean
 
 help: ## List the targets
 	@echo "gpu-widgets make targets:"
@@ -146,6 +147,11 @@ lab-examples: ## Copy examples/ to the untracked .lab/examples (LAB_EXAMPLES=...
 		fi; \
 	done
 
+# pytest-xdist: three workers on these 2-core machines (the suite waits on servers, kernels and the clock more
+# than it computes: 3 workers kept 132 % of the 2 cores busy); loadscope keeps a module's tests on one
+# worker, so its module-scoped servers, labs and browsers start once (tests/scheduling.py: heaviest first).
+XDIST ?= -n 3 --dist loadscope
+
 test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-prometheus.sh
@@ -154,7 +160,13 @@ test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 	@# So must its built-in catalogue match gpu_widgets/metrics/catalogue.py (`jlpm gen:catalogue`; python3 is $(BIN)'s).
 	$(JLPM) check:catalogue
 	@if [ -x node_modules/.bin/jest ]; then set -x; $(JLPM) test; else echo "jest not installed: skipping the JS tests"; fi
-	$(PY) -m pytest -q --durations=30 $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=30 $(XDIST) $(PYTEST_ARGS)
+
+# No browser, server, kernel or other process (tests/quick_mode.py fails a quick test that starts
+# one): what to run after each edit; `make test` before a push.
+test-quick: setup ## The unit-level tests of every room, ~1 min: jest and pytest --quick (PYTEST_ARGS=...)
+	@if [ -x node_modules/.bin/jest ]; then set -x; $(JLPM) test; else echo "jest not installed: skipping the JS tests"; fi
+	$(PY) -m pytest -q --quick --durations=10 $(XDIST) $(PYTEST_ARGS)
 
 # python -m build makes the sdist, then the wheel FROM the sdist, with a fresh production
 # build of the labextension: what a user gets from PyPI.

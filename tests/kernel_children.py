@@ -22,8 +22,14 @@ async def kernel_with_child(jp_fetch: Any, jp_serverapp: Any, tmp_path: Path,
     try:
         await kc.wait_for_ready(timeout=60)
         pid_file = tmp_path / f"{kernel_id}.pid"
-        kc.execute(f"import subprocess; _p = subprocess.Popen(['sleep', '300']); open({str(pid_file)!r}, 'w').write(str(_p.pid))")
-        await kc.get_shell_msg(timeout=60)
+        msg_id = kc.execute(f"import subprocess; _p = subprocess.Popen(['sleep', '300']); "
+                            f"open({str(pid_file)!r}, 'w').write(str(_p.pid))")
+        # This execute's own reply: a reply left from wait_for_ready's kernel_info may come first.
+        while True:
+            reply = await kc.get_shell_msg(timeout=60)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        assert reply["content"]["status"] == "ok", reply["content"]
     finally:
         kc.stop_channels()
     return session_id, kernel_id, int(pid_file.read_text())

@@ -14,7 +14,7 @@ from .container_fixtures import (child_holding, contained_server, devices, dump,
                                  run_in_kernel, stand_in_dev)
 from .fake_nvml import write_config
 
-pytestmark = pytest.mark.integration  # every test here starts a process
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # servers in a pid namespace, 10-20 s each
 
 GIB = 1 << 30
 

@@ -15,7 +15,7 @@ import pytest
 from .fake_nvml import fake_nvml_env, write_config
 from .lab_server import LabServer
 
-pytestmark = pytest.mark.integration  # every test here starts a process
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a server, kernels and a culling wait: ~25 s
 
 GIB = 1 << 30
 WINDOW_S = 3.0

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.integration  # runs the sampler in a process of its own
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a day of sampling fast-forwarded: ~25 s
 
 FAST_FORWARD = r"""
 import json, psutil

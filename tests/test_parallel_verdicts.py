@@ -23,7 +23,7 @@ from gpu_widgets import TrainingMonitor  # noqa: E402
 
 from .torchrun import RankRun, torchrun  # noqa: E402
 
-pytestmark = pytest.mark.integration  # torchrun launches
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # torchrun launches, 10-30 s each
 
 SLOW_S = 0.05
 WORK_S = 0.02  # each step's own work, in the forward (a sleep: steady on a busy machine)
