@@ -144,6 +144,22 @@ describe('GpuModel: bounded series', () => {
     expect(model.timeline.t).toEqual(history.t.slice(11)); // the window moved on by the two
   });
 
+  it('asks for the whole window again when an older server refuses until', async () => {
+    const { history, api, model } = setup({ n: 100, windowS: 30 });
+    await model.refresh();
+    model.configure({ historyWindowS: 90 });
+    api.table.samples = { status: 400, code: 'bad_parameter', message: 'until: unknown parameter' };
+    await model.refresh(); // the API 1 server's 400: no error shown, nothing taken
+    expect(api.callsTo('samples').pop()!.query.until).toBeDefined();
+    expect(model.state.kind).toBe('ok');
+    api.table.samples = { body: history.samples };
+    await model.refresh();
+    const whole = api.callsTo('samples').pop()!.query;
+    expect(whole.until).toBeUndefined();
+    expect(whole.since).toBeCloseTo(history.serverTime - 90, 6);
+    expect(model.timeline.length).toBe(90);
+  });
+
   it('puts a gap between the older stretch and what it holds when the two do not meet', async () => {
     const { history, model } = setup({ n: 0, nDevices: 1, windowS: 60 });
     history.addRun(20);

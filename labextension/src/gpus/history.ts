@@ -53,6 +53,12 @@ export class History {
     this._clockOffsetS = nowMs / 1000 - serverTime;
   }
 
+  /** Ask for the whole window again (a server that cannot answer `until`). */
+  refill(): void {
+    this._older = false;
+    this._refill = true;
+  }
+
   /** The charts' `max_points` changed: much finer charts want the window again. */
   setMaxPoints(maxPoints: number): void {
     this._refill = this._refill || (this.timeline.length > 0 && maxPoints > 2 * this._filledWith);

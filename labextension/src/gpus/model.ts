@@ -282,11 +282,7 @@ export class GpuModel implements IDisposable {
         this._live.clear();
       }
       const [samples, devices, processes] = await Promise.all([
-        requestAPI<ISamples>('samples', {
-          since: query.since,
-          max_points: query.max_points,
-          ...(query.until !== undefined ? { until: query.until } : {})
-        }),
+        this._samples(query),
         this._devicesStale ? requestAPI<IDevices>('devices') : Promise.resolve(null),
         wantProcesses ? requestAPI<IProcesses>('processes') : Promise.resolve(null),
         this.gpmWanted ? this._live.fetch() : null
@@ -302,7 +298,9 @@ export class GpuModel implements IDisposable {
         this._processes = processes;
         this._processesAt = now;
       }
-      this._acceptSamples(samples, query);
+      if (samples) {
+        this._acceptSamples(samples, query);
+      }
       this._state = stateFromStatus(this._lastStatus!);
       this._emit();
     } catch (error) {
@@ -344,6 +342,27 @@ export class GpuModel implements IDisposable {
       throw new ApiError('bad_response', 'metrics', `the metric catalogue is not usable: ${(error as Error).message}`);
     }
     this._history.timeline.keep(this._catalogue.fields());
+  }
+
+  /**
+   * The samples `query` asks for. A server older than API 1.1 refuses `until` (400
+   * bad_parameter): the window is then asked for whole on the next tick, and this tick brings
+   * nothing new (null).
+   */
+  private async _samples(query: ISamplesQuery): Promise<ISamples | null> {
+    const params = { since: query.since, max_points: query.max_points };
+    if (query.until === undefined) {
+      return requestAPI<ISamples>('samples', params);
+    }
+    try {
+      return await requestAPI<ISamples>('samples', { ...params, until: query.until });
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 400) {
+        this._history.refill();
+        return null;
+      }
+      throw error;
+    }
   }
 
   private _acceptSamples(samples: ISamples, query: ISamplesQuery): void {
