@@ -149,8 +149,9 @@ lab-examples: ## Copy examples/ to the untracked .lab/examples (LAB_EXAMPLES=...
 
 # pytest-xdist: three workers on these 2-core machines (the suite waits on servers, kernels and the clock more
 # than it computes: 3 workers kept 132 % of the 2 cores busy); loadscope keeps a module's tests on one
-# worker, so its module-scoped servers, labs and browsers start once (tests/scheduling.py: heaviest first).
-XDIST ?= -n 3 --dist loadscope
+# worker, so its module-scoped servers, labs and browsers start once; in the order tests/scheduling.py
+# sets (heaviest first), not xdist's own (most tests first: a one-test module of a minute ran last).
+XDIST ?= -n 3 --dist loadscope --no-loadscope-reorder
 
 test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 	bash scripts/ensure-chromium.sh
@@ -159,8 +160,14 @@ test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 	$(JLPM) check:api
 	@# So must its built-in catalogue match gpu_widgets/metrics/catalogue.py (`jlpm gen:catalogue`; python3 is $(BIN)'s).
 	$(JLPM) check:catalogue
-	@if [ -x node_modules/.bin/jest ]; then set -x; $(JLPM) test; else echo "jest not installed: skipping the JS tests"; fi
-	$(PY) -m pytest -q --durations=30 $(XDIST) $(PYTEST_ARGS)
+	@# jest runs beside pytest (whose workers wait on servers more than they compute); its report
+	@# is printed after pytest's, and either failing fails the target.
+	@mkdir -p build; rm -f build/jest.log build/jest.rc; \
+	if [ -x node_modules/.bin/jest ]; then ( $(JLPM) test > build/jest.log 2>&1; echo $$? > build/jest.rc ) & \
+	else echo "jest not installed: skipping the JS tests"; echo 0 > build/jest.rc; fi; \
+	set -x; $(PY) -m pytest -q --durations=30 $(XDIST) $(PYTEST_ARGS); py=$$?; set +x; wait; \
+	echo "---- jest ($(JLPM) test) ----"; cat build/jest.log 2>/dev/null; js=$$(cat build/jest.rc); \
+	echo "pytest exit $$py, jest exit $$js"; [ "$$py" -eq 0 ] && [ "$$js" -eq 0 ]
 
 # No browser, server, kernel or other process (tests/quick_mode.py fails a quick test that starts
 # one): what to run after each edit; `make test` before a push.

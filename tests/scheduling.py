@@ -1,8 +1,9 @@
 """The order modules run in: the heaviest first.
 
 Under pytest-xdist's ``loadscope`` (make test) each module goes whole to the next free worker, in
-collection order; a long module collected last (alphabetically) would run alone at the end while
-the other workers idle. Modules with a test marked ``slow`` (tens of seconds) go first,
+collection order (with ``--no-loadscope-reorder``: xdist's own order, most tests first, sent the
+one-test modules of a minute last); a long module sent last runs alone at the end while the other
+workers idle. Modules with a test marked ``slow`` (tens of seconds) go first,
 then those with the most ``integration`` tests (a server, kernel or process each), then the unit
 tests, which fill the gaps. The order within a module is kept; tests never depend on it.
 """
