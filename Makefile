@@ -148,10 +148,10 @@ lab-examples: ## Copy examples/ to the untracked .lab/examples (LAB_EXAMPLES=...
 	done
 
 # pytest-xdist: three workers on these 2-core machines (the suite waits on servers, kernels and the clock more
-# than it computes: 3 workers kept 132 % of the 2 cores busy); loadscope keeps a module's tests on one
-# worker, so its module-scoped servers, labs and browsers start once; in the order tests/scheduling.py
-# sets (heaviest first), not xdist's own (most tests first: a one-test module of a minute ran last).
-XDIST ?= -n 3 --dist loadscope --no-loadscope-reorder
+# than it computes: 3 workers kept 132-138 % of the 2 cores busy; 4 made tests fail for lack of CPU).
+# loadscope keeps a module's tests on one worker, so its module-scoped servers, labs and browsers start once.
+# (Sending the heaviest modules first was tried: they then ran together and the run took a minute longer.)
+XDIST ?= -n 3 --dist loadscope
 
 test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 	bash scripts/ensure-chromium.sh

@@ -12,10 +12,9 @@ import pytest
 
 from gpu_widgets.runs.run_log import default_root
 
-from . import fake_nvml, quick_mode
+from . import fake_nvml
 from .fake_nvml import fake_nvml_env, write_config
-from .quick_mode import pytest_addoption, pytest_configure  # noqa: F401 (hooks)
-from .scheduling import heavy_first
+from .quick_mode import pytest_addoption, pytest_collection_modifyitems, pytest_configure  # noqa: F401 (hooks)
 
 # Tests decide the backend themselves; a developer's shell settings must not leak in.
 for _var in ("GPU_WIDGETS_BACKEND", "GPU_WIDGETS_SIMULATED_GPUS", "GPU_WIDGETS_SIMULATED_FAULTS",
@@ -38,11 +37,6 @@ _USER_RUNS_BEFORE = _user_runs()
 SESSION_RUN_DIR = Path(tempfile.mkdtemp(prefix="gpu-widgets-test-runs-"))
 os.environ["GPU_WIDGETS_RUN_DIR"] = str(SESSION_RUN_DIR)
 atexit.register(shutil.rmtree, SESSION_RUN_DIR, True)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    quick_mode.pytest_collection_modifyitems(config, items)  # marks what starts a process first
-    heavy_first(items)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

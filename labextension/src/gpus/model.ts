@@ -30,6 +30,7 @@ import { stateFromError, stateFromStatus } from '../api/monitorState';
 import { MAX_MAX_POINTS, MIN_MAX_POINTS, MIN_PROCESS_INTERVAL_MS, pollInterval } from '../api/pollLimits';
 import { requestAPI } from '../api/request';
 import { History, ISamplesQuery } from './history';
+import { requestSamples } from './samplesRequest';
 import { LiveSample } from './liveSample';
 import { Timeline } from './series';
 import {
@@ -282,7 +283,7 @@ export class GpuModel implements IDisposable {
         this._live.clear();
       }
       const [samples, devices, processes] = await Promise.all([
-        this._samples(query),
+        requestSamples(query, () => this._history.refill()),
         this._devicesStale ? requestAPI<IDevices>('devices') : Promise.resolve(null),
         wantProcesses ? requestAPI<IProcesses>('processes') : Promise.resolve(null),
         this.gpmWanted ? this._live.fetch() : null
@@ -342,27 +343,6 @@ export class GpuModel implements IDisposable {
       throw new ApiError('bad_response', 'metrics', `the metric catalogue is not usable: ${(error as Error).message}`);
     }
     this._history.timeline.keep(this._catalogue.fields());
-  }
-
-  /**
-   * The samples `query` asks for. A server older than API 1.1 refuses `until` (400
-   * bad_parameter): the window is then asked for whole on the next tick, and this tick brings
-   * nothing new (null).
-   */
-  private async _samples(query: ISamplesQuery): Promise<ISamples | null> {
-    const params = { since: query.since, max_points: query.max_points };
-    if (query.until === undefined) {
-      return requestAPI<ISamples>('samples', params);
-    }
-    try {
-      return await requestAPI<ISamples>('samples', { ...params, until: query.until });
-    } catch (error) {
-      if (error instanceof ApiError && error.status === 400) {
-        this._history.refill();
-        return null;
-      }
-      throw error;
-    }
   }
 
   private _acceptSamples(samples: ISamples, query: ISamplesQuery): void {
