@@ -3,7 +3,7 @@
 #   make setup     venv + editable install + labextension (fast when already done)
 #   make lab       JupyterLab on .lab/examples, an untracked copy of examples/ (simulated GPUs without a driver)
 #   make test      jest + pytest (installs Debian chromium and prometheus for the browser and cluster tests if root)
-#   make test-quick  the unit-level tests only (jest + pytest --quick, ~1 min): the loop to run while editing
+#   make test-quick  the unit-level tests only (jest + pytest --quick, ~90 s): the loop to run while editing
 #   make build     wheel + sdist into dist/
 #   make bench     benchmark suite against nvitop, gpustat, nvdashboard, ... (docs/benchmarks.md)
 #   make screenshots  retake docs/screenshots/: sidebar and examples, light and dark, 2 and 8 GPUs
@@ -161,19 +161,13 @@ test: setup ## Run jest and pytest (PYTEST_ARGS=...); non-zero on any failure
 	@# So must its built-in catalogue match gpu_widgets/metrics/catalogue.py (`jlpm gen:catalogue`; python3 is $(BIN)'s).
 	$(JLPM) check:catalogue
 	@# jest runs beside pytest (whose workers wait on servers more than they compute); its report
-	@# is printed after pytest's, and either failing fails the target.
-	@mkdir -p build; rm -f build/jest.log build/jest.rc; \
-	if [ -x node_modules/.bin/jest ]; then ( $(JLPM) test > build/jest.log 2>&1; echo $$? > build/jest.rc ) & \
-	else echo "jest not installed: skipping the JS tests"; echo 0 > build/jest.rc; fi; \
-	set -x; $(PY) -m pytest -q --durations=30 $(XDIST) $(PYTEST_ARGS); py=$$?; set +x; wait; \
-	echo "---- jest ($(JLPM) test) ----"; cat build/jest.log 2>/dev/null; js=$$(cat build/jest.rc); \
-	echo "pytest exit $$py, jest exit $$js"; [ "$$py" -eq 0 ] && [ "$$js" -eq 0 ]
+	@# follows pytest's, and either failing fails the target.
+	bash scripts/with-jest.sh $(JLPM) $(PY) -m pytest -q --durations=30 $(XDIST) $(PYTEST_ARGS)
 
 # No browser, server, kernel or other process (tests/quick_mode.py fails a quick test that starts
 # one): what to run after each edit; `make test` before a push.
-test-quick: setup ## The unit-level tests of every room, ~1 min: jest and pytest --quick (PYTEST_ARGS=...)
-	@if [ -x node_modules/.bin/jest ]; then set -x; $(JLPM) test; else echo "jest not installed: skipping the JS tests"; fi
-	$(PY) -m pytest -q --quick --durations=10 $(XDIST) $(PYTEST_ARGS)
+test-quick: setup ## The unit-level tests of every room, ~90 s: jest beside pytest --quick (PYTEST_ARGS=...)
+	bash scripts/with-jest.sh $(JLPM) $(PY) -m pytest -q --quick --durations=10 $(XDIST) $(PYTEST_ARGS)
 
 # python -m build makes the sdist, then the wheel FROM the sdist, with a fresh production
 # build of the labextension: what a user gets from PyPI.
