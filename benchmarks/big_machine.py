@@ -28,12 +28,11 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from .common import REPO, percentile
+from .common import REPO, percentile, server_code
 from .server_load import API, Connection, JupyterServer
 
 MIB = 1 << 20
@@ -129,13 +128,8 @@ async def _measure(server: JupyterServer, seconds: float, pollers: int, scrape_e
 def measure(seconds: float = 30.0, gpus: int = 64, processes: int = 1000, pollers: int = 5,
             scrape_every_s: float = 1.0, gc_freeze: bool = True, gzip: bool = True,
             code: str | None = None) -> dict[str, Any]:
-    paths = [str(REPO), os.environ.get("PYTHONPATH")]
-    if code:  # the server imports gpu_widgets from another checkout (a before/after), crowd() from here
-        shim = Path(tempfile.mkdtemp(prefix="gw-code-"))
-        (shim / "gpu_widgets").symlink_to(Path(code).resolve() / "gpu_widgets")
-        paths.insert(0, str(shim))
-    env = {**os.environ, "GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": str(gpus),
-           "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+    # gpu_widgets from another checkout (a before/after) when asked, crowd() from here
+    env = server_code({**os.environ, "GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": str(gpus)}, code)
     server = JupyterServer(sys.executable, env, {"gpu_widgets": True}, [
         f"import benchmarks.big_machine; benchmarks.big_machine.crowd({processes})",
         "c.GpuWidgets.interval_s = 1.0", "c.GpuWidgets.slow_interval_s = 2.0",

@@ -36,6 +36,19 @@ GIB = 1 << 30
 PCIE_DELAY_MS = 20  # the real driver blocks ~20 ms in nvmlDeviceGetPcieThroughput
 
 
+def server_code(env: Mapping[str, str], code: str | None) -> dict[str, str]:
+    """``env`` for a server that imports gpu_widgets from the checkout ``code`` (a before/after A/B)
+    and the benchmarks package (the probe, ``crowd()``) from this one; ``env`` itself without it."""
+    out = dict(env)
+    paths = [str(REPO), env.get("PYTHONPATH")]
+    if code:
+        shim = Path(tempfile.mkdtemp(prefix="gw-code-"))
+        (shim / "gpu_widgets").symlink_to(Path(code).resolve() / "gpu_widgets")
+        paths.insert(0, str(shim))
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+    return out
+
+
 # -- statistics ------------------------------------------------------------------------------------
 def percentile(values: Sequence[float], q: float) -> float | None:
     """Linear-interpolated percentile (q in 0..100); None for no values."""

@@ -22,12 +22,11 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .common import REPO, percentile
+from .common import REPO, percentile, server_code
 from .server_load import API, Connection, JupyterServer, _reference_lag
 
 GPUS = 64
@@ -126,10 +125,7 @@ def measure(smoke: bool = False, log: Callable[[str], None] = print, code: str |
     prefill = prefill or (300 if smoke else int(3600 / INTERVAL_S))
     env = {**os.environ, "GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": str(GPUS)}
     env.pop("FAKE_NVML_CONFIG", None)
-    if code:  # the server imports gpu_widgets from another checkout (a before/after), the probe from here
-        shim = Path(tempfile.mkdtemp(prefix="gw-code-"))
-        (shim / "gpu_widgets").symlink_to(Path(code).resolve() / "gpu_widgets")
-        env["PYTHONPATH"] = os.pathsep.join([str(shim), str(REPO)])
+    env = server_code(env, code)  # gpu_widgets from another checkout (a before/after), the probe from here
     server = JupyterServer(sys.executable, env, {"gpu_widgets": True, "benchmarks.lag_probe": True},
                            [f"c.GpuWidgets.interval_s = {INTERVAL_S}", "c.GpuWidgets.window_s = 3600.0"],
                            "history-load")

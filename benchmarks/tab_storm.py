@@ -27,12 +27,11 @@ import gzip
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .common import REPO, percentile
+from .common import REPO, percentile, server_code
 from .server_load import API, Connection, JupyterServer
 
 GPUS = 8
@@ -140,10 +139,7 @@ def measure_one(code: str | None, max_points: int, tabs: int, seconds: float, ro
                 log: Callable[[str], None] = print) -> dict[str, Any]:
     env = {**os.environ, "GPU_WIDGETS_BACKEND": "simulated", "GPU_WIDGETS_SIMULATED_GPUS": str(GPUS)}
     env.pop("FAKE_NVML_CONFIG", None)
-    if code:  # the server imports gpu_widgets from another checkout (a before/after), the probe from here
-        shim = Path(tempfile.mkdtemp(prefix="gw-code-"))
-        (shim / "gpu_widgets").symlink_to(Path(code).resolve() / "gpu_widgets")
-        env["PYTHONPATH"] = os.pathsep.join([str(shim), str(REPO)])
+    env = server_code(env, code)  # gpu_widgets from another checkout (a before/after), the probe from here
     server = JupyterServer(sys.executable, env, {"gpu_widgets": True, "benchmarks.lag_probe": True},
                            ["c.GpuWidgets.interval_s = 1.0", "c.GpuWidgets.window_s = 3600.0"], "tab-storm")
     out: dict[str, Any] = {"code": code or str(REPO), "max_points": max_points}
