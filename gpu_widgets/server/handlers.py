@@ -99,26 +99,23 @@ class BaseApiHandler(APIHandler):
         self.finish_small(json.dumps(payload, allow_nan=False).encode())
 
     def finish_small(self, data: bytes | SharedBody) -> None:
-        """``finish(data)``, gzipped here on the loop for a client that accepts it when it is worth
-        it: for answers of a few kilobytes (devices, the catalogue), ~50 us, once for a SharedBody."""
-        body = data if isinstance(data, SharedBody) else SharedBody(data)
-        data = body.raw
-        self.set_header("Vary", "Accept-Encoding")
-        if body.worth_compressing() and gzipped.accepts_gzip(self.request.headers):
-            self.set_header("Content-Encoding", "gzip")
-            data = b"".join(body.gzip())
-        self.finish(data, set_content_type=self._headers.get("Content-Type", "application/json"))
+        """``finish(data)``, gzipped here on the loop where worth it: for answers of a few
+        kilobytes (devices, the catalogue), ~50 us, once for a SharedBody."""
+        head, end = self._encoded(data if isinstance(data, SharedBody) else SharedBody(data))
+        self.finish(head + end, set_content_type=self._headers.get("Content-Type", "application/json"))
 
     async def finish_shared(self, body: SharedBody, tail: bytes = b"") -> None:
-        """``body`` then ``tail``: gzipped for a client that accepts it, when it is worth it (the
-        shared part compressed once for every request, gzipped.py)."""
+        """``body`` then ``tail``, the shared part's gzip made once for every request (gzipped.py)."""
+        await self.finish_big(*self._encoded(body, tail))
+
+    def _encoded(self, body: SharedBody, tail: bytes = b"") -> tuple[bytes, bytes]:
+        """The bytes to send for ``body`` then ``tail``: gzipped for a client that accepts it, when
+        it is worth it (a big body's gzip is made already, in the worker that made the body)."""
         self.set_header("Vary", "Accept-Encoding")
         if body.worth_compressing() and gzipped.accepts_gzip(self.request.headers):
             self.set_header("Content-Encoding", "gzip")
-            head, end = body.gzip(tail)  # made already in the worker where the body was big
-            await self.finish_big(head, end)
-        else:
-            await self.finish_big(body.raw, tail)
+            return body.gzip(tail)
+        return body.raw, tail
 
     async def finish_big(self, body: bytes, suffix: bytes = b"") -> None:
         """``finish(body + suffix)``; a body of ``BIG_ANSWER_BYTES`` or more goes after its headers,

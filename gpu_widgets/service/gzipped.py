@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 # Smaller answers go as they are: gzip's 18 bytes and the work are not worth it.
 GZIP_MIN_BYTES = 1024
@@ -74,7 +74,7 @@ class SharedBody:
                                              zlib.crc32(self.raw))
         return made
 
-    def gzip(self, tail: bytes = b"") -> Sequence[bytes]:
+    def gzip(self, tail: bytes = b"") -> tuple[bytes, bytes]:
         """This body then ``tail``, as one gzip member: the shared blocks (not copied) and the rest."""
         head, crc = self.deflate()
         co = zlib.compressobj(LEVEL, zlib.DEFLATED, _TAIL_WBITS, _TAIL_MEMLEVEL)
