@@ -97,15 +97,21 @@ class SamplesAnswers:
             return _shared(self._make(since, max_points, until))
         if not history.whole_window(since):
             return self._increment(history, since, max_points)
-        key = (max_points, history.appended)
         with self._window_lock:  # tabs asking at the same moment wait for one answer and share it
-            cached = self._window_json
-            if cached is not None and cached[0][0] == max_points and (
-                    cached[0] == key or time.monotonic() - cached[1] < WINDOW_REUSE_S):
-                return cached[2]
+            hit = self._window_hit(history, max_points)
+            if hit is not None:
+                return hit
             body = _shared(self._make(since, max_points))
-            self._window_json = (key, time.monotonic(), body)
+            self._window_json = ((max_points, history.appended), time.monotonic(), body)
             return body
+
+    def _window_hit(self, history: History, max_points: int) -> SharedBody | None:
+        """The whole-window answer made for this sample (or within WINDOW_REUSE_S), if any."""
+        cached = self._window_json  # one read of a tuple replaced whole
+        if cached is not None and cached[0][0] == max_points and (
+                cached[0] == (max_points, history.appended) or time.monotonic() - cached[1] < WINDOW_REUSE_S):
+            return cached[2]
+        return None
 
     def ready(self, since: float | None, max_points: int) -> SharedBody | None:
         """The answer ``body`` would give, if it is made already (and gzipped where worth it):
@@ -117,11 +123,7 @@ class SamplesAnswers:
             return None
         max_points = self.points_per_device(max_points)
         if history.whole_window(since):
-            cached = self._window_json  # one read of a tuple the worker replaces whole
-            hit = None
-            if cached is not None and cached[0][0] == max_points and (
-                    cached[0] == (max_points, history.appended) or time.monotonic() - cached[1] < WINDOW_REUSE_S):
-                hit = cached[2]
+            hit = self._window_hit(history, max_points)  # without the lock the worker may hold
         else:
             hit = self._increments.get(self._increment_key(history, since, max_points))
         if hit is None or hit.worth_compressing() and not hit.deflated:

@@ -72,7 +72,7 @@ class GpuService:
         self._latest_json: tuple[Snapshot, int | None, SharedBody] | None = None
         self._latest_lock = threading.Lock()  # one thread makes a sample's JSON; the others wait for it
         # Who asked for samples/latest last, and when: while someone polls, a big machine's answer
-        # is made as each sample arrives (warm_latest), before the first poll after it asks.
+        # is made as each sample arrives (_on_sample), before the first poll after it asks.
         self._latest_asked: tuple[float, int | None] = (float("-inf"), None)
         self._warm_pool = ThreadPoolExecutor(1, thread_name_prefix="gpu-widgets-latest")
         self.samples = SamplesAnswers(self._history, self.latest, self.status, max_response_points)
